@@ -1,0 +1,9 @@
+//! rullama engine: GGUF models from Ollama's store, a CPU reference and a wgpu engine
+//! for Gemma 3 and Gemma 4.
+
+pub mod error;
+pub mod gguf;
+pub mod model;
+pub mod store;
+
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! Model configuration and layer plan.

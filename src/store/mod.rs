@@ -1,0 +1,1 @@
+//! Ollama store and model catalog.
