@@ -1,9 +1,11 @@
 //! rullama engine: GGUF models from Ollama's store, a CPU reference and a wgpu engine
 //! for Gemma 3 and Gemma 4.
 
+pub mod chat;
 pub mod error;
 pub mod gguf;
 pub mod model;
 pub mod store;
+pub mod tokenizer;
 
 pub use error::{Error, Result};
