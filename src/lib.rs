@@ -2,9 +2,11 @@
 //! for Gemma 3 and Gemma 4.
 
 pub mod chat;
+pub mod cpu;
 pub mod error;
 pub mod gguf;
 pub mod model;
+pub mod runtime;
 pub mod store;
 pub mod tokenizer;
 

@@ -31,3 +31,10 @@ pub fn dequantize(ty: GgmlType, data: &[u8], n: usize) -> Result<Vec<f32>> {
     }
     Ok(out)
 }
+
+/// Expand `out.len()` elements from `data` into `out`.
+pub fn dequantize_into(ty: GgmlType, data: &[u8], out: &mut [f32]) -> Result<()> {
+    let v = dequantize(ty, data, out.len())?;
+    out.copy_from_slice(&v);
+    Ok(())
+}

@@ -1,0 +1,3 @@
+//! The CPU reference: a plain f32 implementation of every op and forward path.
+
+pub mod ops;

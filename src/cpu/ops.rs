@@ -1,0 +1,232 @@
+//! CPU reference ops in plain f32. These are the oracles the GPU kernels are tested against,
+//! so they favour clarity over speed (except `matmul`, which is threaded because the
+//! reference runs real models in tests).
+
+use crate::gguf::GgmlType;
+use crate::gguf::dequant::dequantize_into;
+use crate::{Error, Result};
+
+/// `x * (mean(x²) + eps)^(-1/2) * w` over each row of `x` (`w = None`: unweighted).
+pub fn rms_norm(x: &mut [f32], row: usize, w: Option<&[f32]>, eps: f32) {
+    for r in x.chunks_exact_mut(row) {
+        let ms = r.iter().map(|v| v * v).sum::<f32>() / row as f32;
+        let s = 1.0 / (ms + eps).sqrt();
+        match w {
+            Some(w) => r.iter_mut().zip(w).for_each(|(v, w)| *v *= s * w),
+            None => r.iter_mut().for_each(|v| *v *= s),
+        }
+    }
+}
+
+/// NeoX (rotate-half) RoPE on each `head_dim` slice of `x`, at position `pos`.
+/// Pair j is (j, j + n/2), angle `pos * base^(-2j/n) / factor_j`; `factors` (`rope_freqs`)
+/// of 1e30 leave a pair unrotated (Gemma 4's proportional RoPE).
+pub fn rope_neox(x: &mut [f32], head_dim: usize, pos: usize, base: f32, factors: Option<&[f32]>, scale: f32) {
+    let half = head_dim / 2;
+    for h in x.chunks_exact_mut(head_dim) {
+        for j in 0..half {
+            let inv_freq = base.powf(-2.0 * j as f32 / head_dim as f32);
+            let ff = factors.map_or(1.0, |f| f[j]);
+            let theta = pos as f32 * scale * inv_freq / ff;
+            let (s, c) = theta.sin_cos();
+            let (a, b) = (h[j], h[j + half]);
+            h[j] = a * c - b * s;
+            h[j + half] = b * c + a * s;
+        }
+    }
+}
+
+/// GELU, tanh approximation (`gelu_pytorch_tanh`).
+pub fn gelu_tanh(x: f32) -> f32 {
+    const K: f32 = 0.797_884_56; // sqrt(2/pi)
+    0.5 * x * (1.0 + (K * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+/// `gate <- gelu(gate) * up`.
+pub fn geglu(gate: &mut [f32], up: &[f32]) {
+    gate.iter_mut().zip(up).for_each(|(g, u)| *g = gelu_tanh(*g) * u);
+}
+
+/// In-place softmax.
+pub fn softmax(x: &mut [f32]) {
+    let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for v in x.iter_mut() {
+        *v = (*v - m).exp();
+        sum += *v;
+    }
+    x.iter_mut().for_each(|v| *v /= sum);
+}
+
+/// `c * tanh(x / c)`.
+pub fn softcap(x: &mut [f32], c: f32) {
+    x.iter_mut().for_each(|v| *v = c * (*v / c).tanh());
+}
+
+pub fn scale(x: &mut [f32], s: f32) {
+    x.iter_mut().for_each(|v| *v *= s);
+}
+
+pub fn add(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+}
+
+/// A weight matrix in its stored encoding: `rows` rows of `cols` elements (ggml `ne = [cols, rows]`).
+#[derive(Clone, Copy)]
+pub struct QMatrix<'a> {
+    pub ty: GgmlType,
+    pub cols: usize,
+    pub rows: usize,
+    pub data: &'a [u8],
+}
+
+impl<'a> QMatrix<'a> {
+    pub fn new(ty: GgmlType, cols: usize, rows: usize, data: &'a [u8]) -> Result<Self> {
+        let need = ty.bytes_for((cols * rows) as u64).filter(|_| cols % ty.block_elems() == 0);
+        if need != Some(data.len() as u64) {
+            return Err(Error::Input(format!("{ty} matrix {rows}x{cols} does not match {} bytes", data.len())));
+        }
+        Ok(QMatrix { ty, cols, rows, data })
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.ty.block_elems() * self.ty.block_bytes()
+    }
+
+    /// Rows `[r0, r1)` as a smaller matrix (e.g. one expert of a stacked tensor).
+    pub fn slice_rows(&self, r0: usize, r1: usize) -> QMatrix<'a> {
+        let rb = self.row_bytes();
+        QMatrix { ty: self.ty, cols: self.cols, rows: r1 - r0, data: &self.data[r0 * rb..r1 * rb] }
+    }
+
+    /// Dequantize row `r` into `out` (len `cols`).
+    pub fn row_into(&self, r: usize, out: &mut [f32]) -> Result<()> {
+        let rb = self.row_bytes();
+        dequantize_into(self.ty, &self.data[r * rb..(r + 1) * rb], out)
+    }
+}
+
+/// `y[t][r] = Σ_c w[r][c] · x[t][c]` for `n` input rows of `x` (`[n, cols]` → `[n, rows]`).
+/// Each weight row is dequantized once and applied to every input row; rows are split
+/// across threads.
+pub fn matmul(x: &[f32], n: usize, w: &QMatrix) -> Result<Vec<f32>> {
+    if x.len() != n * w.cols {
+        return Err(Error::Input(format!("matmul: input {} is not {n}x{}", x.len(), w.cols)));
+    }
+    let mut y = vec![0f32; n * w.rows];
+    let threads = if w.rows * w.cols * n >= 1 << 20 {
+        std::thread::available_parallelism().map_or(1, |p| p.get()).min(w.rows)
+    } else {
+        1
+    };
+    let per = w.rows.div_ceil(threads);
+    // Each thread produces a [rows_chunk, n] block (transposed), scattered into y afterwards.
+    let parts: Vec<Result<Vec<f32>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (r0, r1) = (t * per, ((t + 1) * per).min(w.rows));
+                s.spawn(move || -> Result<Vec<f32>> {
+                    let mut row = vec![0f32; w.cols];
+                    let mut out = vec![0f32; (r1 - r0) * n];
+                    for r in r0..r1 {
+                        w.row_into(r, &mut row)?;
+                        for (i, xi) in x.chunks_exact(w.cols).enumerate() {
+                            out[(r - r0) * n + i] = dot(&row, xi);
+                        }
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("matmul worker panicked")).collect()
+    });
+    for (t, part) in parts.into_iter().enumerate() {
+        let part = part?;
+        let r0 = t * per;
+        for (k, v) in part.iter().enumerate() {
+            let (r, i) = (r0 + k / n, k % n);
+            y[i * w.rows + r] = *v;
+        }
+    }
+    Ok(y)
+}
+
+/// Dot product with four independent accumulators (keeps the reference fast enough to run
+/// real models while staying a plain f32 sum).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 4];
+    let (ca, cb) = (a.chunks_exact(4), b.chunks_exact(4));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..4 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_unit_rms() {
+        let mut x = vec![3.0, 4.0, 0.0, 0.0];
+        rms_norm(&mut x, 4, None, 0.0);
+        let ms: f32 = x.iter().map(|v| v * v).sum::<f32>() / 4.0;
+        assert!((ms - 1.0).abs() < 1e-6);
+        assert!((x[0] - 1.2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn rope_is_a_rotation_and_identity_at_zero() {
+        let mut x: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
+        let orig = x.clone();
+        rope_neox(&mut x, 8, 0, 10000.0, None, 1.0);
+        assert_eq!(x, orig);
+        rope_neox(&mut x, 8, 7, 10000.0, None, 1.0);
+        for j in 0..4 {
+            let before = orig[j].hypot(orig[j + 4]);
+            let after = x[j].hypot(x[j + 4]);
+            assert!((before - after).abs() < 1e-5);
+        }
+        // Pair 0 has frequency 1: angle 7 rad.
+        let (s, c) = 7f32.sin_cos();
+        assert!((x[0] - (orig[0] * c - orig[4] * s)).abs() < 1e-5);
+    }
+
+    #[test]
+    fn rope_factor_1e30_leaves_pairs_unrotated() {
+        let mut x: Vec<f32> = (0..8).map(|i| i as f32 + 1.0).collect();
+        let orig = x.clone();
+        rope_neox(&mut x, 8, 5, 1e6, Some(&[1.0, 1e30, 1e30, 1e30]), 1.0);
+        assert_ne!(x[0], orig[0]);
+        assert_eq!(&x[1..4], &orig[1..4]);
+        assert_eq!(&x[5..8], &orig[5..8]);
+    }
+
+    #[test]
+    fn gelu_known_values() {
+        // torch.nn.functional.gelu(x, approximate="tanh")
+        assert!((gelu_tanh(1.0) - 0.841_192).abs() < 1e-6);
+        assert!((gelu_tanh(-0.5) + 0.154_286).abs() < 1e-6);
+        assert_eq!(gelu_tanh(0.0), 0.0);
+    }
+
+    #[test]
+    fn matmul_matches_naive_and_threads_agree() {
+        let (n, cols, rows) = (3, 64, 70);
+        let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 13) as f32 - 6.0).collect();
+        let x: Vec<f32> = (0..n * cols).map(|i| ((i * 31) % 5) as f32 * 0.5).collect();
+        let m = QMatrix::new(GgmlType::F32, cols, rows, bytemuck::cast_slice(&w)).unwrap();
+        let y = matmul(&x, n, &m).unwrap();
+        for t in 0..n {
+            for r in 0..rows {
+                let want: f32 = (0..cols).map(|c| w[r * cols + c] * x[t * cols + c]).sum();
+                assert!((y[t * rows + r] - want).abs() < 1e-3, "{t} {r}");
+            }
+        }
+        assert!(matmul(&x[1..], n, &m).is_err());
+    }
+}

@@ -1,0 +1,3 @@
+//! Sessions: sampling, stop rules, generation loop.
+
+pub mod sampler;
