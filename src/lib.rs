@@ -6,6 +6,7 @@ pub mod cpu;
 pub mod error;
 pub mod gguf;
 pub mod model;
+pub mod npy;
 pub mod runtime;
 pub mod store;
 pub mod tokenizer;
