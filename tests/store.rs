@@ -2,6 +2,7 @@
 //!
 //! The GGUF blobs are written by `GgufWriter` with zero-filled tensor data: the catalog only
 //! reads headers. Digests are unique made-up hex strings: blob contents are not hashed.
+mod common;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -641,11 +642,7 @@ fn an_unreadable_imported_list_is_a_warning_not_a_failure() {
 /// `gemma3.context_length`.
 #[test]
 fn real_gemma3_270m_facts_match_python_gguf() {
-    let path = Path::new("/work/models/gemma-3-270m-q4_k_m.gguf");
-    if !path.exists() {
-        eprintln!("skipped: {} not present", path.display());
-        return;
-    }
+    let path = common::demo_gguf();
     let tmp = tempfile::tempdir().unwrap();
     let c = Catalog::discover(&opts(&[], &tmp.path().join("imported.json"))).unwrap();
     let e = c.resolve(path.to_str().unwrap()).unwrap().entry;
