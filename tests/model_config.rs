@@ -1,6 +1,7 @@
 //! Config and layer plan from GGUF metadata. Expected values are the published shapes in
 //! gemma4_spec.md §2.2 / §6.5 and, for Gemma 3 270M, the real file's header as dumped by the
 //! Python `gguf` package (oracles.md §5) and its HF config (query_pre_attn_scalar 256).
+mod common;
 
 use rullama::Error;
 use rullama::gguf::{GgmlType, Gguf, GgufWriter};
@@ -281,12 +282,10 @@ fn gemma3_270m_from_metadata() {
     assert_eq!(c.kv_cache_bytes(1, 1, 4), 18 * 2 * 256 * 4);
 }
 
-/// The real file, when present (`/work/models/...` or `$RULLAMA_GEMMA3_270M`): same answers.
+/// The real file gives the same answers.
 #[test]
-#[ignore = "needs the real Gemma 3 270M GGUF (253 MB)"]
 fn gemma3_270m_real_file() {
-    let path = std::env::var("RULLAMA_GEMMA3_270M").unwrap_or_else(|_| "/work/models/gemma-3-270m-q4_k_m.gguf".into());
-    let f = rullama::gguf::GgufFile::open(&path).expect("open the real 270M GGUF");
+    let f = rullama::gguf::GgufFile::open(common::demo_gguf()).expect("open the real 270M GGUF");
     let c = Config::from_gguf(&f).expect("config");
     assert_gemma3_270m(&c);
 }

@@ -544,3 +544,29 @@ impl CpuModel {
         ops::matmul(&out, n, &self.mat(&w.o)?)
     }
 }
+
+impl crate::runtime::TextModel for CpuModel {
+    type Cache = KvCache;
+
+    fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn new_cache(&self, capacity: usize) -> KvCache {
+        CpuModel::new_cache(self, capacity)
+    }
+
+    fn cache_len(&self, cache: &KvCache) -> usize {
+        cache.len()
+    }
+
+    fn forward(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        which: Logits,
+        cancel: &std::sync::atomic::AtomicBool,
+    ) -> Result<Vec<f32>> {
+        self.forward_cancellable(tokens, cache, which, &|| cancel.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}

@@ -1,7 +1,7 @@
 //! Sessions: sampling, stop rules, the generation loop.
 
-pub mod generate;
+// TEMP pub mod generate;
 pub mod sampler;
 
-pub use generate::{GenerateOptions, GenerateStats, StopReason, TextModel, TokenEvent, generate};
+// TEMP pub use generate::{GenerateOptions, GenerateStats, StopReason, TextModel, TokenEvent, generate};
 pub use sampler::{Sampler, SamplingOptions};

@@ -1,0 +1,302 @@
+//! The CLI commands: thin wrappers over the engine library, printing for people or JSON.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use rullama::chat::{Message, RenderOptions, Template};
+use rullama::cpu::forward::Logits;
+use rullama::gguf::{GgmlType, GgufFile};
+use rullama::model::Config;
+use rullama::runtime::{GenerateOptions, SamplingOptions, TextModel, generate};
+use rullama::store::{Catalog, ResolvedModel, StoreOptions, imported};
+use rullama::tokenizer::Tokenizer;
+use rullama::{Error, Result};
+
+mod backend;
+pub use backend::Backend;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub prompt: String,
+    #[arg(long)]
+    pub system: Option<String>,
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.8)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Context length (default: 4096 or the model's, whichever is smaller).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Ask Gemma 4 to think first.
+    #[arg(long)]
+    pub think: bool,
+    #[arg(long, default_value = "cpu")]
+    pub backend: Backend,
+    /// Print timing to stderr at the end.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+fn catalog(store: &StoreOptions) -> Result<Catalog> {
+    let c = Catalog::discover(store)?;
+    for w in c.warnings() {
+        eprintln!("warning: {w}");
+    }
+    Ok(c)
+}
+
+fn resolve(store: &StoreOptions, model: &str) -> Result<ResolvedModel> {
+    catalog(store)?.resolve(model)
+}
+
+fn open(store: &StoreOptions, model: &str) -> Result<(ResolvedModel, Arc<GgufFile>)> {
+    let r = resolve(store, model)?;
+    let f = Arc::new(GgufFile::open(&r.gguf)?);
+    Ok((r, f))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v).map_err(|e| Error::Input(e.to_string()))?);
+    Ok(())
+}
+
+fn bytes_h(n: u64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1000.0 && u + 1 < units.len() {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", units[u]) }
+}
+
+pub fn list(store: &StoreOptions, as_json: bool) -> Result<()> {
+    let c = catalog(store)?;
+    if as_json {
+        return json(&c.entries());
+    }
+    if c.entries().is_empty() {
+        let roots: Vec<String> = c.roots().iter().map(|r| r.display().to_string()).collect();
+        println!("No models found (looked in: {}).", if roots.is_empty() { "no Ollama store".into() } else { roots.join(", ") });
+        println!("Pull one with `ollama pull gemma4:e2b`, or add a GGUF with `rullama import FILE`.");
+        return Ok(());
+    }
+    println!("{:<32} {:<8} {:>7} {:<8} {:>9} {:>8}  {}", "NAME", "FAMILY", "PARAMS", "QUANT", "SIZE", "CONTEXT", "CAPABILITIES");
+    for e in c.entries() {
+        let dash = || "-".to_string();
+        let caps = if e.status.is_ok() { e.capabilities.join(",") } else { format!("BROKEN: {}", e.status) };
+        println!(
+            "{:<32} {:<8} {:>7} {:<8} {:>9} {:>8}  {}",
+            e.name,
+            e.family.clone().unwrap_or_else(dash),
+            e.parameter_size.clone().unwrap_or_else(dash),
+            e.quantization.clone().unwrap_or_else(dash),
+            e.size.map(bytes_h).unwrap_or_else(dash),
+            e.context_length.map(|c| c.to_string()).unwrap_or_else(dash),
+            caps
+        );
+    }
+    Ok(())
+}
+
+#[derive(serde::Serialize)]
+struct LayerRow {
+    index: usize,
+    kind: &'static str,
+    head_dim: usize,
+    kv_heads: usize,
+    ffn: usize,
+    v: bool,
+    kv_donor: Option<usize>,
+}
+
+pub fn info(store: &StoreOptions, model: &str, as_json: bool) -> Result<()> {
+    let (r, f) = open(store, model)?;
+    let cfg = Config::from_gguf(&f);
+    let mut census: Vec<(GgmlType, usize, u64)> = Vec::new();
+    for t in &f.tensors {
+        match census.iter_mut().find(|c| c.0 == t.ty) {
+            Some(c) => {
+                c.1 += 1;
+                c.2 += t.n_bytes;
+            }
+            None => census.push((t.ty, 1, t.n_bytes)),
+        }
+    }
+    census.sort_by(|a, b| b.2.cmp(&a.2));
+    let layers: Vec<LayerRow> = cfg
+        .as_ref()
+        .map(|c| {
+            c.layers
+                .iter()
+                .map(|l| LayerRow {
+                    index: l.index,
+                    kind: l.kind.name(),
+                    head_dim: l.head_dim,
+                    kv_heads: l.n_kv_heads,
+                    ffn: l.ffn_width,
+                    v: l.has_v,
+                    kv_donor: l.kv_donor,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if as_json {
+        let meta: serde_json::Map<String, serde_json::Value> = f
+            .metadata
+            .iter()
+            .filter(|(k, _)| !k.starts_with("tokenizer.ggml.") || !matches!(k.as_str(), "tokenizer.ggml.tokens" | "tokenizer.ggml.scores" | "tokenizer.ggml.token_type" | "tokenizer.ggml.merges"))
+            .map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default()))
+            .collect();
+        let census: Vec<_> = census
+            .iter()
+            .map(|(t, n, b)| serde_json::json!({"type": t.name(), "tensors": n, "bytes": b}))
+            .collect();
+        return json(&serde_json::json!({
+            "entry": r.entry,
+            "gguf_version": f.version,
+            "metadata": meta,
+            "tensor_types": census,
+            "layers": layers,
+            "config_error": cfg.as_ref().err().map(|e| e.to_string()),
+        }));
+    }
+    let e = &r.entry;
+    println!("{}", e.name);
+    println!("  file          {}", r.gguf.display());
+    println!("  architecture  {}", e.architecture.as_deref().unwrap_or("?"));
+    println!("  parameters    {}", e.parameter_size.as_deref().unwrap_or("?"));
+    println!("  quantization  {}", e.quantization.as_deref().unwrap_or("?"));
+    println!("  size          {}", e.size.map(bytes_h).unwrap_or_default());
+    println!("  context       {}", e.context_length.map(|c| c.to_string()).unwrap_or_default());
+    println!("  capabilities  {}", e.capabilities.join(", "));
+    println!("  status        {}", e.status);
+    println!("metadata ({} keys, GGUF v{}):", f.metadata.len(), f.version);
+    for (k, v) in &f.metadata {
+        println!("  {k} = {}", v.summary());
+    }
+    println!("tensor types ({} tensors):", f.tensors.len());
+    for (t, n, b) in &census {
+        println!("  {:<6} {:>5} tensors {:>10}", t.name(), n, bytes_h(*b));
+    }
+    match &cfg {
+        Ok(c) => {
+            println!(
+                "layers: {} × d{} ({} heads; window {}; {} KV-shared)",
+                c.n_layers, c.hidden, c.n_heads, c.sliding_window, c.shared_kv_layers
+            );
+            for l in &layers {
+                let donor = l.kv_donor.map(|d| format!("KV from {d}")).unwrap_or_default();
+                let v = if l.v { "" } else { "V=K " };
+                println!("  {:>3} {:<14} hd {:>3}  kv {:>2}  ffn {:>6}  {v}{donor}", l.index, l.kind, l.head_dim, l.kv_heads, l.ffn);
+            }
+        }
+        Err(e) => println!("layers: not available ({e})"),
+    }
+    Ok(())
+}
+
+pub fn import(store: &StoreOptions, file: &Path, name: Option<&str>) -> Result<()> {
+    let list = store
+        .imported_list_path()
+        .ok_or_else(|| Error::Store("no app data directory for the imported-models list".into()))?;
+    let f = imported::add(&list, file, name)?;
+    println!("imported {} → {}", f.name, f.path.display());
+    Ok(())
+}
+
+pub fn forget(store: &StoreOptions, model: &str) -> Result<()> {
+    let list = store
+        .imported_list_path()
+        .ok_or_else(|| Error::Store("no app data directory for the imported-models list".into()))?;
+    let f = imported::remove(&list, model)?;
+    println!("forgot {} (the file {} is untouched)", f.name, f.path.display());
+    Ok(())
+}
+
+pub fn tokenize(store: &StoreOptions, model: &str, text: &str, bos: bool) -> Result<()> {
+    let (_, f) = open(store, model)?;
+    let tok = Tokenizer::from_gguf(&f)?;
+    let ids = if bos { tok.encode_with_bos(text) } else { tok.encode(text) };
+    json(&ids)
+}
+
+pub fn logits(store: &StoreOptions, model: &str, tokens: &[u32], out: &Path, backend: Backend) -> Result<()> {
+    if tokens.is_empty() {
+        return Err(Error::Input("--tokens is empty".into()));
+    }
+    let (_, f) = open(store, model)?;
+    let m = backend.load(f)?;
+    let vocab = m.config().vocab;
+    let mut cache = m.new_cache(tokens.len());
+    let l = m.forward(tokens, &mut cache, Logits::All, &AtomicBool::new(false))?;
+    rullama::npy::write_f32(out, &[tokens.len(), vocab], &l)
+}
+
+pub fn run(store: &StoreOptions, a: &RunArgs) -> Result<()> {
+    if a.prompt.trim().is_empty() {
+        return Err(Error::Input("the prompt is empty".into()));
+    }
+    let (r, f) = open(store, &a.model)?;
+    let tok = Tokenizer::from_gguf(&f)?;
+    let m = a.backend.load(f.clone())?;
+    let cfg = m.config();
+    let template = Template::for_model(cfg.arch.name(), &r.entry.name, r.entry.parameters)?;
+    let mut messages = Vec::new();
+    if let Some(s) = a.system.as_deref().or(r.system.as_deref()) {
+        messages.push(Message::system(s));
+    }
+    messages.push(Message::user(a.prompt.as_str()));
+    let text = template.render(&messages, &RenderOptions { thinking: a.think, ..Default::default() })?;
+    let prompt = tok.encode(&text);
+    let ctx = a.ctx.unwrap_or(4096).min(cfg.context_length.max(1));
+    let opts = GenerateOptions {
+        max_tokens: a.max_tokens,
+        sampling: SamplingOptions {
+            temperature: a.temperature,
+            top_k: a.top_k,
+            top_p: a.top_p,
+            min_p: a.min_p,
+            repeat_penalty: a.repeat_penalty,
+            seed: a.seed,
+            ..Default::default()
+        },
+    };
+    let cancel = AtomicBool::new(false);
+    let mut stdout = std::io::stdout().lock();
+    let stats = generate(&m, &tok, &prompt, ctx, &opts, &cancel, |ev| {
+        let _ = stdout.write_all(ev.text.as_bytes());
+        let _ = stdout.flush();
+    })?;
+    println!();
+    if a.verbose {
+        eprintln!(
+            "prompt {} tokens in {:.2?} ({:.1} tok/s); reply {} tokens in {:.2?} ({:.1} tok/s); stop: {:?}",
+            stats.prompt_tokens,
+            stats.prefill,
+            stats.prefill_tok_s(),
+            stats.generated_tokens,
+            stats.decode,
+            stats.decode_tok_s(),
+            stats.stop
+        );
+    }
+    Ok(())
+}
