@@ -5,6 +5,7 @@ pub mod chat;
 pub mod cpu;
 pub mod error;
 pub mod gguf;
+pub mod gpu;
 pub mod model;
 pub mod npy;
 pub mod runtime;

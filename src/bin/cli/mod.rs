@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use rullama::chat::{Message, RenderOptions, Template};
+use rullama::chat::{Message, RenderOptions, Template, is_chat_model};
 use rullama::cpu::forward::Logits;
 use rullama::gguf::{GgmlType, GgufFile};
 use rullama::model::Config;
@@ -46,6 +46,9 @@ pub struct RunArgs {
     /// Ask Gemma 4 to think first.
     #[arg(long)]
     pub think: bool,
+    /// Plain text completion, no chat turns (the default for base models without a chat template).
+    #[arg(long)]
+    pub raw: bool,
     #[arg(long, default_value = "cpu")]
     pub backend: Backend,
     /// Print timing to stderr at the end.
@@ -246,7 +249,7 @@ pub fn logits(store: &StoreOptions, model: &str, tokens: &[u32], out: &Path, bac
     let m = backend.load(f)?;
     let vocab = m.config().vocab;
     let mut cache = m.new_cache(tokens.len());
-    let l = m.forward(tokens, &mut cache, Logits::All, &AtomicBool::new(false))?;
+    let l = TextModel::forward(&m, tokens, &mut cache, Logits::All, &AtomicBool::new(false))?;
     rullama::npy::write_f32(out, &[tokens.len(), vocab], &l)
 }
 
@@ -258,14 +261,21 @@ pub fn run(store: &StoreOptions, a: &RunArgs) -> Result<()> {
     let tok = Tokenizer::from_gguf(&f)?;
     let m = a.backend.load(f.clone())?;
     let cfg = m.config();
-    let template = Template::for_model(cfg.arch.name(), &r.entry.name, r.entry.parameters)?;
-    let mut messages = Vec::new();
-    if let Some(s) = a.system.as_deref().or(r.system.as_deref()) {
-        messages.push(Message::system(s));
-    }
-    messages.push(Message::user(a.prompt.as_str()));
-    let text = template.render(&messages, &RenderOptions { thinking: a.think, ..Default::default() })?;
-    let prompt = tok.encode(&text);
+    let prompt = if a.raw || !is_chat_model(&f) {
+        if !a.raw {
+            eprintln!("note: {} is a base model (no chat template); continuing the prompt as plain text", r.entry.name);
+        }
+        tok.encode_with_bos(&a.prompt)
+    } else {
+        let template = Template::for_model(cfg.arch.name(), &r.entry.name, r.entry.parameters)?;
+        let mut messages = Vec::new();
+        if let Some(s) = a.system.as_deref().or(r.system.as_deref()) {
+            messages.push(Message::system(s));
+        }
+        messages.push(Message::user(a.prompt.as_str()));
+        let text = template.render(&messages, &RenderOptions { thinking: a.think, ..Default::default() })?;
+        tok.encode(&text)
+    };
     let ctx = a.ctx.unwrap_or(4096).min(cfg.context_length.max(1));
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
