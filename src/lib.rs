@@ -10,6 +10,7 @@ pub mod model;
 pub mod npy;
 pub mod runtime;
 pub mod store;
+pub mod synth;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -139,6 +139,37 @@ impl GpuCache {
     pub fn truncate(&mut self, n: usize) {
         self.len = self.len.min(n);
     }
+
+    /// Copy the cache back to the host (for a snapshot).
+    pub fn export(&self, k: &Kernels) -> Result<crate::runtime::snapshot::KvState> {
+        let mut layers = Vec::with_capacity(self.k.len());
+        for (kb, vb) in self.k.iter().zip(&self.v) {
+            layers.push(match (kb, vb) {
+                (Some(kb), Some(vb)) => {
+                    let per_k = (kb.size() / 4) as usize / self.capacity.max(1);
+                    let per_v = (vb.size() / 4) as usize / self.capacity.max(1);
+                    Some((kernel::read_f32(&k.gpu, kb, 0, self.len * per_k)?, kernel::read_f32(&k.gpu, vb, 0, self.len * per_v)?))
+                }
+                _ => None,
+            });
+        }
+        Ok(crate::runtime::snapshot::KvState { len: self.len, layers })
+    }
+
+    /// Load a snapshot's K/V (layout already checked against the model).
+    pub fn import(&mut self, k: &Kernels, s: crate::runtime::snapshot::KvState) -> Result<()> {
+        if s.len > self.capacity || s.layers.len() != self.k.len() {
+            return Err(Error::Input(format!("a snapshot of {} tokens does not fit this cache of {}", s.len, self.capacity)));
+        }
+        for ((kb, vb), l) in self.k.iter().zip(&self.v).zip(&s.layers) {
+            if let (Some(kb), Some(vb), Some((kd, vd))) = (kb, vb, l) {
+                k.gpu.queue.write_buffer(kb, 0, bytemuck::cast_slice(kd));
+                k.gpu.queue.write_buffer(vb, 0, bytemuck::cast_slice(vd));
+            }
+        }
+        self.len = s.len;
+        Ok(())
+    }
 }
 
 fn f32_buf(k: &Kernels, label: &str, n: usize) -> wgpu::Buffer {
