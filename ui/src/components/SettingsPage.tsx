@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import * as chatService from '../services/chat';
 import * as settingsService from '../services/settings';
-import { downloadText, EXPORT_EXT, EXPORT_MIME } from '../lib/download';
+import { downloadText, EXPORT_EXT, EXPORT_MIME, readFileText } from '../lib/download';
 import { humanError } from '../lib/errors';
 import { problemOf } from '../lib/problems';
 import { applyAppearance, FONT_SIZES } from '../lib/theme';
@@ -73,7 +73,7 @@ export function SettingsPage({ models, settings, onSaved, onImported, onClose }:
 
   const importFile = async (file: File) => {
     try {
-      const count = await chatService.importChats(await file.text());
+      const count = await chatService.importChats(await readFileText(file));
       notify('info', `Imported ${count} chat${count === 1 ? '' : 's'}.`);
       onImported();
     } catch (e) {

@@ -30,3 +30,13 @@ export function safeFilename(title: string, ext: string): string {
     .slice(0, 80);
   return `${base || 'chat'}.${ext}`;
 }
+
+/** A picked file's text. FileReader rather than Blob.text(): older webviews lack the latter. */
+export function readFileText(file: Blob): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result ?? ''));
+    reader.onerror = () => reject(reader.error ?? new Error('could not read the file'));
+    reader.readAsText(file);
+  });
+}

@@ -28,7 +28,7 @@ describe('models service', () => {
 
   it('loads a model passing its name and a progress Channel, and forwards progress', async () => {
     const progress = vi.fn();
-    const calls = record((cmd, args) => {
+    const calls = record((_cmd, args) => {
       const ch = args.onProgress as Channel<{ stage: string; fraction: number }>;
       ch.onmessage({ stage: 'Uploading', fraction: 0.25 });
       return { name: args.name, architecture: 'gemma3', context_length: 8192, capabilities: [], parameters: 1 };
