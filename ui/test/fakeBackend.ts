@@ -77,6 +77,8 @@ interface Init {
   chats?: Chat[];
   settings?: Partial<Settings>;
   adapters?: string[];
+  /** How stream events are delivered; tests wrap them in act(), a browser preview does not. */
+  deliver?: (send: () => void) => Promise<void>;
   /** Per-command overrides; return undefined to fall through to the default. */
   override?: Record<string, (args: Record<string, unknown>) => unknown>;
 }
@@ -87,6 +89,7 @@ export function loaded(name = 'gemma3:270m', capabilities: string[] = ['text']):
 
 export function installFakeBackend(init: Init = {}) {
   const calls: Call[] = [];
+  const deliver = init.deliver ?? ((send: () => void) => act(async () => send()));
   const models = init.models ?? [model('gemma3:270m')];
   let current: LoadedModel | null = init.current === undefined ? loaded() : init.current;
   const chats = new Map<string, Chat>((init.chats ?? []).map((c) => [String(c.id), structuredClone(c)]));
@@ -237,9 +240,7 @@ export function installFakeBackend(init: Init = {}) {
     }
     if (stored && event.type === 'done') stored.status = event.stop_reason === 'cancelled' ? 'incomplete' : 'complete';
     if (stored && event.type === 'error') stored.status = 'error';
-    await act(async () => {
-      s.channel.onmessage(event);
-    });
+    await deliver(() => s.channel.onmessage(event));
   }
 
   /** Tokens then a normal end. */

@@ -43,7 +43,7 @@ export function ChatListItem({ chat, active, onOpen, onRename, onDelete, onPin }
         />
       ) : (
         <button type="button" className="chat-open" aria-current={active ? 'page' : undefined} onClick={onOpen}>
-          {chat.pinned && <span className="pin-mark" aria-label="Pinned">📌 </span>}
+          {chat.pinned && <span className="visually-hidden">Pinned: </span>}
           <span className="chat-title">{name}</span>
           {chat.last_message && <span className="chat-preview">{chat.last_message}</span>}
         </button>
