@@ -67,4 +67,13 @@ setTimeout(() => {
   if (view === 'settings') click('.sidebar-bottom button');
   if (view === 'models') setTimeout(() => click('[data-testid="model-picker"]'), 300);
   if (view === 'dark') document.documentElement.dataset.theme = 'dark';
+  if (view === 'stream') setTimeout(() => typeAndSend('Tell me something.'), 300);
 }, 300);
+
+function typeAndSend(text: string) {
+  const input = document.querySelector('[data-testid="composer-input"]') as HTMLTextAreaElement;
+  // React tracks the value through the native setter; assigning .value alone is ignored.
+  Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value')!.set!.call(input, text);
+  input.dispatchEvent(new Event('input', { bubbles: true }));
+  setTimeout(() => click('[data-testid="send-button"]'), 50);
+}

@@ -106,8 +106,8 @@ export const ChatView = forwardRef<HTMLTextAreaElement, Props>(function ChatView
               busy={stream !== null}
               highlight={highlight}
               onShowBranch={session.showBranch}
-              onRegenerate={(m: Message) => void session.regenerate(m, thinkingFor())}
-              onEdit={(m: Message, text: string) => void session.edit(m, text, thinkingFor())}
+              onRegenerate={(m: Message) => void session.regenerate(m, thinkingFor(), models.current?.name ?? null)}
+              onEdit={(m: Message, text: string) => void session.edit(m, text, thinkingFor(), models.current?.name ?? null)}
             />
           )}
           <StatsBar stats={stats} streaming={streaming} />

@@ -46,7 +46,7 @@ export function MessageItem(props: Props) {
   return (
     <article
       ref={ref}
-      className={`message message-${message.role}${highlighted ? ' highlighted' : ''}`}
+      className={`message message-${message.role}${highlighted ? ' highlighted' : ''}${streaming ? ' streaming' : ''}`}
       data-testid={`message-${message.role}`}
       data-message-id={String(message.id)}
       aria-label={isUser ? 'Your message' : 'Reply'}
@@ -82,7 +82,7 @@ export function MessageItem(props: Props) {
       ) : (
         <div className="message-text">
           {message.content ? <Markdown text={message.content} /> : streaming ? null : <p className="muted">(empty reply)</p>}
-          {streaming && <span className="cursor" aria-hidden="true" />}
+          {streaming && !message.content && <span className="cursor" aria-hidden="true" />}
         </div>
       )}
 

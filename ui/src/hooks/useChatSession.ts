@@ -28,7 +28,7 @@ const PENDING_ASSISTANT = 'pending:assistant';
 
 type Starter = (onEvent: chats.StreamHandler) => Promise<number>;
 
-function placeholder(id: Id, parent: Id | null, role: Message['role'], content: string): Message {
+function placeholder(id: Id, parent: Id | null, role: Message['role'], content: string, model: string | null = null): Message {
   return {
     id,
     parent_id: parent,
@@ -36,7 +36,7 @@ function placeholder(id: Id, parent: Id | null, role: Message['role'], content: 
     content,
     thinking: role === 'assistant' ? '' : null,
     status: role === 'assistant' ? 'streaming' : 'complete',
-    model: null,
+    model,
     prompt_tokens: null,
     reply_tokens: null,
     tok_s: null,
@@ -254,7 +254,7 @@ export function useChatSession(chatId: Id | null, highlight: Id | null, options:
       // `path` belongs to the chat in state; a chat created just now has none.
       const parent = path.length > 0 ? path[path.length - 1].id : null;
       const user = placeholder(PENDING_USER, parent, 'user', content);
-      const assistant = placeholder(PENDING_ASSISTANT, PENDING_USER, 'assistant', '');
+      const assistant = placeholder(PENDING_ASSISTANT, PENDING_USER, 'assistant', '', model);
       return run(
         target,
         [user, assistant],
@@ -266,10 +266,10 @@ export function useChatSession(chatId: Id | null, highlight: Id | null, options:
   );
 
   const regenerate = useCallback(
-    async (message: Message, thinking: boolean) => {
+    async (message: Message, thinking: boolean, model: string | null = null) => {
       const target = chatRef.current;
       if (!target || message.role !== 'assistant') return false;
-      const assistant = placeholder(PENDING_ASSISTANT, message.parent_id, 'assistant', '');
+      const assistant = placeholder(PENDING_ASSISTANT, message.parent_id, 'assistant', '', model);
       return run(
         target,
         [assistant],
@@ -281,11 +281,11 @@ export function useChatSession(chatId: Id | null, highlight: Id | null, options:
   );
 
   const edit = useCallback(
-    async (message: Message, content: string, thinking: boolean) => {
+    async (message: Message, content: string, thinking: boolean, model: string | null = null) => {
       const target = chatRef.current;
       if (!target || message.role !== 'user') return false;
       const user = placeholder(PENDING_USER, message.parent_id, 'user', content);
-      const assistant = placeholder(PENDING_ASSISTANT, PENDING_USER, 'assistant', '');
+      const assistant = placeholder(PENDING_ASSISTANT, PENDING_USER, 'assistant', '', model);
       return run(
         target,
         [user, assistant],
