@@ -5,7 +5,7 @@ import { loaded, model } from '../../test/fakeBackend';
 import { BranchSwitcher } from './BranchSwitcher';
 import { ChatListItem } from './ChatListItem';
 import { Composer } from './Composer';
-import { Markdown } from './Markdown';
+import { Markdown, PlainOnError } from './Markdown';
 import { ModelPicker } from './ModelPicker';
 import { markTerms } from './SearchResults';
 import { ThinkingBlock } from './ThinkingBlock';
@@ -79,6 +79,24 @@ describe('Markdown', () => {
     expect(container.querySelectorAll('.katex').length).toBe(3);
     expect(container.querySelector('.katex-display')).not.toBeNull();
     expect(container.querySelector('table td')).toHaveTextContent('1');
+  });
+
+  it('leaves code in an unknown language plain, and falls back to text if rendering throws', () => {
+    const { container, unmount } = render(<Markdown text={'```klingon\nqapla\n```'} />);
+    expect(container.querySelector('pre code')).toHaveTextContent('qapla');
+    expect(container.querySelector('.hljs-keyword')).toBeNull();
+    unmount();
+
+    const spy = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const Broken = (): never => {
+      throw new Error('renderer bug');
+    };
+    const r = render(<PlainOnError text={'raw *text*'}><Broken /></PlainOnError>);
+    expect(r.container.querySelector('.plain-fallback')).toHaveTextContent('raw *text*');
+    // New text gets another try.
+    r.rerender(<PlainOnError text={'more'}><p>fine</p></PlainOnError>);
+    expect(r.container).toHaveTextContent('fine');
+    spy.mockRestore();
   });
 
   it('opens links outside the app and does not load remote images', () => {
