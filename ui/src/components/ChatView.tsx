@@ -1,4 +1,4 @@
-import { forwardRef, useState } from 'react';
+import { forwardRef, useCallback, useState } from 'react';
 import * as chatService from '../services/chat';
 import { downloadText, EXPORT_EXT, EXPORT_MIME, safeFilename } from '../lib/download';
 import { humanError } from '../lib/errors';
@@ -40,7 +40,17 @@ export const ChatView = forwardRef<HTMLTextAreaElement, Props>(function ChatView
     }
   };
 
-  const thinkingFor = () => props.thinking && canThink;
+  const thinkingOn = props.thinking && canThink;
+  const modelName = models.current?.name ?? null;
+  const { regenerate, edit } = session;
+  const onRegenerate = useCallback(
+    (m: Message) => void regenerate(m, thinkingOn, modelName),
+    [regenerate, thinkingOn, modelName],
+  );
+  const onEdit = useCallback(
+    (m: Message, text: string) => void edit(m, text, thinkingOn, modelName),
+    [edit, thinkingOn, modelName],
+  );
 
   // Between streams, show the figures stored with the last reply on the path.
   const stats = session.stats ?? statsOf(session.path, models.current?.context_length ?? 0);
@@ -106,8 +116,8 @@ export const ChatView = forwardRef<HTMLTextAreaElement, Props>(function ChatView
               busy={stream !== null}
               highlight={highlight}
               onShowBranch={session.showBranch}
-              onRegenerate={(m: Message) => void session.regenerate(m, thinkingFor(), models.current?.name ?? null)}
-              onEdit={(m: Message, text: string) => void session.edit(m, text, thinkingFor(), models.current?.name ?? null)}
+              onRegenerate={onRegenerate}
+              onEdit={onEdit}
             />
           )}
           <StatsBar stats={stats} streaming={streaming} />

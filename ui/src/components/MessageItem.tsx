@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type KeyboardEvent } from 'react';
+import { memo, useEffect, useRef, useState, type KeyboardEvent } from 'react';
 import { humanRate } from '../lib/format';
 import { isComposing } from '../lib/keys';
 import type { Message } from '../types';
@@ -27,7 +27,7 @@ const STATUS_NOTE: Partial<Record<Message['status'], string>> = {
   error: 'The reply failed.',
 };
 
-export function MessageItem(props: Props) {
+function MessageItemView(props: Props) {
   const { message, siblings, streaming, busy, highlighted } = props;
   const [editing, setEditing] = useState(false);
   const ref = useRef<HTMLElement>(null);
@@ -121,6 +121,25 @@ export function MessageItem(props: Props) {
     </article>
   );
 }
+
+// While a reply streams, only that message changes; the others keep their objects, so this
+// comparison lets a long chat skip re-rendering them on every token.
+function sameProps(a: Props, b: Props): boolean {
+  return (
+    a.message === b.message &&
+    a.streaming === b.streaming &&
+    a.busy === b.busy &&
+    a.canRegenerate === b.canRegenerate &&
+    a.highlighted === b.highlighted &&
+    a.onShowBranch === b.onShowBranch &&
+    a.onRegenerate === b.onRegenerate &&
+    a.onEdit === b.onEdit &&
+    a.siblings.length === b.siblings.length &&
+    a.siblings.every((m, i) => m.id === b.siblings[i].id)
+  );
+}
+
+export const MessageItem = memo(MessageItemView, sameProps);
 
 function EditBox({ initial, onSubmit, onCancel }: { initial: string; onSubmit: (t: string) => void; onCancel: () => void }) {
   const [text, setText] = useState(initial);
