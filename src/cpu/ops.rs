@@ -151,6 +151,41 @@ pub fn matmul(x: &[f32], n: usize, w: &QMatrix) -> Result<Vec<f32>> {
     Ok(y)
 }
 
+/// Expert matmul (ggml's mul_mat_id): `w` stacks experts of `rows_per_expert` rows; for
+/// token t and slot s with e = `ids[t*top_k + s]`, output row `t*top_k + s` is expert e
+/// applied to x row `t*top_k + s` (`x_per_slot`) or t. Output `[n*top_k, rows_per_expert]`.
+pub fn matmul_experts(x: &[f32], n: usize, w: &QMatrix, rows_per_expert: usize, ids: &[u32], top_k: usize, x_per_slot: bool) -> Result<Vec<f32>> {
+    let rpe = rows_per_expert;
+    let experts = w.rows.checked_div(rpe).unwrap_or(0);
+    if rpe == 0 || !w.rows.is_multiple_of(rpe) || ids.len() != n * top_k || ids.iter().any(|&e| e as usize >= experts) {
+        return Err(Error::Input(format!("matmul_experts: {} ids for {n}x{top_k} slots over {experts} experts of {rpe} rows", ids.len())));
+    }
+    let x_rows = if x_per_slot { n * top_k } else { n };
+    if x.len() != x_rows * w.cols {
+        return Err(Error::Input(format!("matmul_experts: input {} is not {x_rows}x{}", x.len(), w.cols)));
+    }
+    let mut y = Vec::with_capacity(n * top_k * rpe);
+    for (j, &e) in ids.iter().enumerate() {
+        let xr = if x_per_slot { j } else { j / top_k };
+        let expert = w.slice_rows(e as usize * rpe, (e as usize + 1) * rpe);
+        y.extend(matmul(&x[xr * w.cols..(xr + 1) * w.cols], 1, &expert)?);
+    }
+    Ok(y)
+}
+
+/// Row gather: `scale ·` row `ids[t]` of `table`, for each id (`[ids.len(), cols]`).
+pub fn embed(table: &QMatrix, ids: &[u32], scale: f32) -> Result<Vec<f32>> {
+    let mut out = vec![0f32; ids.len() * table.cols];
+    for (&id, o) in ids.iter().zip(out.chunks_exact_mut(table.cols)) {
+        if id as usize >= table.rows {
+            return Err(Error::Input(format!("embed: id {id} is past the {} rows of the table", table.rows)));
+        }
+        table.row_into(id as usize, o)?;
+        o.iter_mut().for_each(|v| *v *= scale);
+    }
+    Ok(out)
+}
+
 /// Dot product with four independent accumulators (keeps the reference fast enough to run
 /// real models while staying a plain f32 sum).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -212,6 +247,31 @@ mod tests {
         assert!((gelu_tanh(1.0) - 0.841_192).abs() < 1e-6);
         assert!((gelu_tanh(-0.5) + 0.154_286).abs() < 1e-6);
         assert_eq!(gelu_tanh(0.0), 0.0);
+    }
+
+    #[test]
+    fn matmul_experts_picks_expert_rows_and_x_rows() {
+        // 3 experts of 2 rows over 4 columns; row r of expert e is all (10e + r).
+        let w: Vec<f32> = (0..3 * 2).flat_map(|row| [(10 * (row / 2) + row % 2) as f32; 4]).collect();
+        let m = QMatrix::new(GgmlType::F32, 4, 6, bytemuck::cast_slice(&w)).unwrap();
+        let x = [1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5];
+        // 2 tokens, top 2: token 0 -> experts 2, 0; token 1 -> experts 1, 1.
+        let y = matmul_experts(&x, 2, &m, 2, &[2, 0, 1, 1], 2, false).unwrap();
+        assert_eq!(y, [80.0, 84.0, 0.0, 4.0, 20.0, 22.0, 20.0, 22.0]);
+        // One x row per slot.
+        let xs = [x[..4].to_vec(), x[4..].to_vec(), x[..4].to_vec(), x[4..].to_vec()].concat();
+        let y = matmul_experts(&xs, 2, &m, 2, &[2, 0, 1, 1], 2, true).unwrap();
+        assert_eq!(y, [80.0, 84.0, 0.0, 2.0, 40.0, 44.0, 20.0, 22.0]);
+        assert!(matmul_experts(&x, 2, &m, 2, &[3, 0, 1, 1], 2, false).is_err(), "expert id past the stack");
+        assert!(matmul_experts(&x, 2, &m, 4, &[0, 0, 1, 1], 2, false).is_err(), "6 rows are not experts of 4");
+    }
+
+    #[test]
+    fn embed_scales_rows_and_rejects_bad_ids() {
+        let w: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let m = QMatrix::new(GgmlType::F32, 4, 3, bytemuck::cast_slice(&w)).unwrap();
+        assert_eq!(embed(&m, &[2, 0], 0.5).unwrap(), [4.0, 4.5, 5.0, 5.5, 0.0, 0.5, 1.0, 1.5]);
+        assert!(embed(&m, &[3], 1.0).is_err());
     }
 
     #[test]

@@ -45,12 +45,16 @@ pub struct Kernels {
     cache: Mutex<HashMap<String, Arc<Kernel>>>,
     /// Bound where a kernel's optional input is absent (a binding cannot be left empty).
     pub dummy: wgpu::Buffer,
+    /// Kernels with a subgroup variant use it. Starts as `gpu.subgroups`; clearing it
+    /// selects the workgroup-memory variants (tests run both in one process).
+    pub use_subgroups: bool,
 }
 
 impl Kernels {
     pub fn new(gpu: Arc<Gpu>) -> Kernels {
         let dummy = storage(&gpu, "dummy", 16);
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy }
+        let use_subgroups = gpu.subgroups;
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups }
     }
 
     /// The kernel cached under `key`, compiling `build()` on first use.

@@ -1,18 +1,57 @@
 //! The GPU engine: wgpu device, kernels (WGSL under shaders/), weight upload and the
 //! chained forward pass. Each op family has a module whose functions record dispatches
-//! into a `Batch`; their CPU twins live in `cpu::ops` and parity tests in tests/gpu_ops.rs.
+//! into a `Batch`; their CPU twins live in `cpu::ops` and parity tests in tests/gpu_ops.rs
+//! (matmul family: tests/gpu_matmul.rs).
 
 pub mod device;
 pub mod kernel;
+pub mod matmul;
 pub mod norm;
+pub mod weights;
 
 pub use device::Gpu;
 pub use kernel::{Access, Batch, Kernel, KernelSource, Kernels};
+pub use weights::GpuMatrix;
 
 /// Shader files, embedded at build time. `common/*` snippets are prepended where used.
 pub mod shaders {
     pub const REDUCE: &str = include_str!("../../shaders/common/reduce.wgsl");
     pub const RMS_NORM: &str = include_str!("../../shaders/norm/rms_norm.wgsl");
+    pub const MATMUL: &str = include_str!("../../shaders/matmul/matmul.wgsl");
+    pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
+    pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
+    pub const EMBED: &str = include_str!("../../shaders/matmul/embed.wgsl");
+
+    use crate::gguf::GgmlType;
+
+    const QUANT_COMMON: &str = include_str!("../../shaders/quant/common.wgsl");
+    const K4_SCALES: &str = include_str!("../../shaders/quant/k4_scales.wgsl");
+
+    /// The WGSL defining `QK`, `QB` and `dq4` for weights of type `ty` (with their
+    /// helpers), or None when the GPU has no kernel for it. This is the one list of
+    /// weight types the GPU takes.
+    pub fn quant(ty: GgmlType) -> Option<Vec<&'static str>> {
+        let own = match ty {
+            GgmlType::F32 => include_str!("../../shaders/quant/f32.wgsl"),
+            GgmlType::F16 => include_str!("../../shaders/quant/f16.wgsl"),
+            GgmlType::BF16 => include_str!("../../shaders/quant/bf16.wgsl"),
+            GgmlType::Q4_0 => include_str!("../../shaders/quant/q4_0.wgsl"),
+            GgmlType::Q4_1 => include_str!("../../shaders/quant/q4_1.wgsl"),
+            GgmlType::Q5_0 => include_str!("../../shaders/quant/q5_0.wgsl"),
+            GgmlType::Q5_1 => include_str!("../../shaders/quant/q5_1.wgsl"),
+            GgmlType::Q8_0 => include_str!("../../shaders/quant/q8_0.wgsl"),
+            GgmlType::Q4_K => include_str!("../../shaders/quant/q4_k.wgsl"),
+            GgmlType::Q5_K => include_str!("../../shaders/quant/q5_k.wgsl"),
+            GgmlType::Q6_K => include_str!("../../shaders/quant/q6_k.wgsl"),
+            _ => return None,
+        };
+        let mut parts = vec![QUANT_COMMON];
+        if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+            parts.push(K4_SCALES);
+        }
+        parts.push(own);
+        Some(parts)
+    }
 }
 
 /// Concatenate shader parts into one module source.
