@@ -28,6 +28,7 @@ struct Params {
     ids_off: u32,
     row_groups: u32,
     groups_x: u32,
+    x_stride4: u32,  // x row stride in vec4s
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -54,7 +55,7 @@ fn main(id: Ids) {
     if (p.top_k == 0u) {
         for (var i = 0u; i < T; i++) {
             // Tokens past n read the last token's row and are not written.
-            x_row[i] = p.x_off4 + min(tok0 + i, p.n - 1u) * p.cols4;
+            x_row[i] = p.x_off4 + min(tok0 + i, p.n - 1u) * p.x_stride4;
             y_row[i] = p.y_off + (tok0 + i) * p.y_stride + p.row0;
         }
     } else {
@@ -64,7 +65,7 @@ fn main(id: Ids) {
         }
         w_row = (e - p.e0) * p.rows;
         let xr = select(tok0 / p.top_k, tok0, p.x_per_slot != 0u);
-        x_row[0] = p.x_off4 + xr * p.cols4;
+        x_row[0] = p.x_off4 + xr * p.x_stride4;
         y_row[0] = p.y_off + tok0 * p.y_stride;
     }
     var rb: array<u32, RW>;

@@ -542,7 +542,7 @@ impl GpuModel {
                 matmul::matmul_experts(k, b, fused, 2 * fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
                 elementwise::geglu_fused(k, b, &ms.gate_up, 0, n * kk, fe)?;
                 // The fused rows are [gate | up]; geglu_fused leaves the product in the gate half.
-                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, 2 * fe, n, &ms.down, 0)?;
+                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, 2 * fe, true, n, &ms.down, 0)?;
             }
             [gate, up] => {
                 matmul::matmul_experts(k, b, gate, fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;

@@ -39,6 +39,8 @@ struct MatmulParams {
     ids_off: u32,
     row_groups: u32,
     groups_x: u32,
+    /// x row stride in vec4s (`cols4` unless x rows are wider than the matrix).
+    x_stride4: u32,
 }
 
 #[repr(C)]
@@ -147,6 +149,7 @@ pub fn matmul(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off
         x_off4: (x_off / 4) as u32,
         y_off: y_off as u32,
         y_stride: w.rows as u32,
+        x_stride4: (w.cols / 4) as u32,
         ..Default::default()
     };
     dispatch_tiles(k, b, w, &kernel, [x, y, &k.dummy], p, |tile, p| {
@@ -178,6 +181,30 @@ pub fn matmul_experts(
     y: &wgpu::Buffer,
     y_off: usize,
 ) -> Result<()> {
+    matmul_experts_strided(k, b, w, rows_per_expert, ids, top_k, x, x_off, w.cols, x_per_slot, n, y, y_off)
+}
+
+/// `matmul_experts` with x rows `x_stride` elements apart (a multiple of 4, ≥ `w.cols`):
+/// reads the first `w.cols` of each, e.g. the gate half of fused [gate | up] rows.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_experts_strided(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    rows_per_expert: usize,
+    ids: &wgpu::Buffer,
+    top_k: usize,
+    x: &wgpu::Buffer,
+    x_off: usize,
+    x_stride: usize,
+    x_per_slot: bool,
+    n: usize,
+    y: &wgpu::Buffer,
+    y_off: usize,
+) -> Result<()> {
+    if x_stride < w.cols || !x_stride.is_multiple_of(4) {
+        return Err(Error::Input(format!("matmul_experts: x stride {x_stride} must be a multiple of 4 and at least {}", w.cols)));
+    }
     let rpe = rows_per_expert;
     if rpe == 0 || top_k == 0 || !w.rows.is_multiple_of(rpe) || w.tiles().iter().any(|t| !t.row0.is_multiple_of(rpe) || !t.rows.is_multiple_of(rpe)) {
         return Err(Error::Input(format!(
@@ -187,7 +214,7 @@ pub fn matmul_experts(
     }
     let pairs = n * top_k;
     check_x_off(x_off)?;
-    check_len(x, "matmul_experts input", x_off + if x_per_slot { pairs } else { n } * w.cols)?;
+    check_len(x, "matmul_experts input", x_off + (if x_per_slot { pairs } else { n } - 1) * x_stride + w.cols)?;
     check_len(y, "matmul_experts output", y_off + pairs * rpe)?;
     check_len(ids, "matmul_experts ids", pairs)?;
     if n == 0 {
@@ -207,6 +234,7 @@ pub fn matmul_experts(
         top_k: top_k as u32,
         x_per_slot: x_per_slot as u32,
         row_groups: row_groups as u32,
+        x_stride4: (x_stride / 4) as u32,
         ..Default::default()
     };
     dispatch_tiles(k, b, w, &kernel, [x, y, ids], p, |tile, p| {
