@@ -204,7 +204,7 @@ impl Loader<'_> {
         let t = self.info(name)?.clone();
         let data = self.file.tensor_data(&t);
         self.bytes += data.len() as u64;
-        GpuMatrix::upload_stacked(self.k, name, t.ty, t.row_len() as usize, t.n_rows() as usize, data, rows_per_group)
+        GpuMatrix::upload_stacked(self.k, name, t.ty, t.row_len() as usize, t.n_rows() as usize, rows_per_group, data)
     }
 
     /// A small vector (norm weights, scales) expanded to f32.
