@@ -403,7 +403,9 @@ impl GpuModel {
         let n = tokens.len();
         let c = &self.cfg;
         self.k.gpu.queue.write_buffer(&cache.s.ids, 0, bytemuck::cast_slice(tokens));
-        let mut b = self.batch(LAYERS_PER_SUBMIT);
+        // Decode records every layer into one submission; prefill submits layer groups.
+        let per_submit = if n > 1 { LAYERS_PER_SUBMIT } else { c.n_layers };
+        let mut b = self.batch(per_submit);
         matmul::embed(&self.k, &mut b, &self.token_embd, &cache.s.ids, 0, n, c.embed_scale, &cache.s.x, 0)?;
         self.per_layer_inputs(&mut b, cache, n)?;
         for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
@@ -411,7 +413,7 @@ impl GpuModel {
                 self.layer(&mut b, l.index, cache, n, pos0)?;
             }
             if n > 1 && (li + 1) * LAYERS_PER_SUBMIT < c.n_layers {
-                std::mem::replace(&mut b, self.batch(LAYERS_PER_SUBMIT)).submit()?;
+                std::mem::replace(&mut b, self.batch(per_submit)).submit()?;
                 // Let the GPU catch up so a cancel takes effect between layer groups.
                 self.k.gpu.wait()?;
                 if cancel.load(Ordering::Relaxed) {
