@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use super::kernel::{self, Batch, Kernels};
 use super::weights::GpuMatrix;
@@ -15,6 +16,12 @@ use crate::gguf::{GgufFile, TensorInfo};
 use crate::model::{AttnKind, Config, ExpertGateUp};
 use crate::runtime::{Sampler, TextModel};
 use crate::{Error, Result};
+
+/// `RULLAMA_PROFILE=1` prints where each step's time goes (recording, submission, waiting).
+fn profile() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RULLAMA_PROFILE").is_some())
+}
 
 /// Largest number of tokens evaluated in one pass; longer prompts run in chunks.
 const MAX_BATCH: usize = 256;
@@ -406,6 +413,7 @@ impl GpuModel {
     /// Run `tokens` through every layer, leaving the final hidden states in `s.x`.
     /// Chunks of MAX_BATCH; the cache grows only if everything succeeds.
     fn run_layers(&self, tokens: &[u32], cache: &mut GpuCache, cancel: &AtomicBool) -> Result<()> {
+        let t0 = Instant::now();
         let pos0 = cache.len;
         let n = tokens.len();
         let c = &self.cfg;
@@ -427,7 +435,11 @@ impl GpuModel {
                 }
             }
         }
+        let recorded = Instant::now();
         b.submit()?;
+        if profile() {
+            eprintln!("profile: {n} tokens: record {:?}, submit {:?}", recorded - t0, recorded.elapsed());
+        }
         cache.len = pos0 + n;
         Ok(())
     }
@@ -670,8 +682,12 @@ impl TextModel for GpuModel {
         let v = self.cfg.vocab;
         if o.temperature <= 0.0 {
             sample::argmax(&self.k, &mut b, &s.logits, 0, v, &s.picked, 0)?;
+            let t = Instant::now();
             b.submit()?;
             let id = kernel::read_back(&self.k.gpu, &s.picked, 0, 4)?;
+            if profile() {
+                eprintln!("profile: head + argmax submitted and read back in {:?}", t.elapsed());
+            }
             return Ok(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
         }
         sample::top_k_candidates(&self.k, &mut b, &s.logits, 0, v, 64, &s.cand_ids, &s.cand_vals)?;

@@ -350,7 +350,8 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = m.config().clone();
     // Ordinary-token ids spread over the vocabulary (no control tokens).
-    let prompt: Vec<u32> = (0..a.prompt_tokens).map(|i| 1000 + ((i * 7919) % (cfg.vocab - 1000)) as u32).collect();
+    let first = 1000.min(cfg.vocab / 2);
+    let prompt: Vec<u32> = (0..a.prompt_tokens).map(|i| (first + (i * 7919) % (cfg.vocab - first)) as u32).collect();
     let ctx = a.prompt_tokens + a.gen_tokens + 1;
     let cancel = AtomicBool::new(false);
     let mut best = (f64::MAX, f64::MAX, f64::MAX);
