@@ -28,6 +28,9 @@ pub enum Error {
     #[error("invalid input: {0}")]
     Input(String),
 
+    #[error("GPU: {0}")]
+    Gpu(String),
+
     #[error("cancelled")]
     Cancelled,
 }

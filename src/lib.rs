@@ -5,10 +5,12 @@ pub mod chat;
 pub mod cpu;
 pub mod error;
 pub mod gguf;
+pub mod gpu;
 pub mod model;
 pub mod npy;
 pub mod runtime;
 pub mod store;
+pub mod synth;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -64,6 +64,20 @@ enum Command {
     },
     /// Answer one prompt, streaming the reply to stdout.
     Run(cli::RunArgs),
+    /// Measure load time, prefill and decode speed.
+    Bench(cli::BenchArgs),
+    /// Write a full-size random-weight model (same layout and tensor types as the published files).
+    Synth {
+        #[arg(long, default_value = "gemma4")]
+        arch: String,
+        /// e2b, e4b, 26b-a4b (gemma4); 270m (gemma3)
+        #[arg(long)]
+        preset: String,
+        #[arg(long, default_value = "q4_k_m")]
+        quant: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -77,6 +91,8 @@ fn main() -> ExitCode {
         Command::Tokenize { model, text, bos } => cli::tokenize(&store, &model, &text, bos),
         Command::Logits { model, tokens, out, backend } => cli::logits(&store, &model, &tokens, &out, backend),
         Command::Run(args) => cli::run(&store, &args),
+        Command::Bench(args) => cli::bench(&store, &args),
+        Command::Synth { arch, preset, quant, out } => cli::synth(&arch, &preset, &quant, &out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

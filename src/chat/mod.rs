@@ -228,3 +228,17 @@ impl Template {
         }
     }
 }
+
+/// Whether a model was tuned for chat turns. Base (pretrained) checkpoints, like the Gemma 3
+/// 270M demo file, continue text instead: wrapping a prompt in turn markers makes them
+/// produce noise, so callers use plain completion for them.
+pub fn is_chat_model(g: &crate::gguf::Gguf) -> bool {
+    if g.architecture() == Some("gemma4") || g.get("tokenizer.chat_template").is_some() {
+        return true;
+    }
+    let tuned = |s: &str| {
+        let s = s.to_ascii_lowercase();
+        s.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| matches!(w, "it" | "instruct" | "chat"))
+    };
+    ["general.finetune", "general.name", "general.basename"].iter().any(|k| g.get_str(k).is_some_and(tuned))
+}

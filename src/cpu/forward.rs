@@ -91,6 +91,21 @@ impl KvCache {
         self.capacity
     }
 
+    /// Copy out the cache (for a snapshot).
+    pub fn export(&self) -> crate::runtime::snapshot::KvState {
+        crate::runtime::snapshot::KvState { len: self.len, layers: self.layers.clone() }
+    }
+
+    /// Replace the contents with a snapshot's (layout already checked against the model).
+    pub fn import(&mut self, s: crate::runtime::snapshot::KvState) -> Result<()> {
+        if s.len > self.capacity || s.layers.len() != self.layers.len() {
+            return Err(Error::Input(format!("a snapshot of {} tokens does not fit this cache of {}", s.len, self.capacity)));
+        }
+        self.layers = s.layers;
+        self.len = s.len;
+        Ok(())
+    }
+
     /// Drop everything after the first `n` positions (reuse a prefix).
     pub fn truncate(&mut self, n: usize, cfg: &Config) {
         if n >= self.len {

@@ -9,11 +9,38 @@ use super::types::GgmlType;
 use super::value::{MetaValue, ValueType};
 use crate::{Error, Result};
 
+/// Tensor contents: bytes in memory, or produced while writing (multi-GB synthetic models
+/// are streamed to disk without being held in memory).
+enum TensorData {
+    Bytes(Vec<u8>),
+    Generated { len: usize, fill: Box<dyn Fn(&mut [u8])> },
+}
+
+impl TensorData {
+    fn len(&self) -> usize {
+        match self {
+            TensorData::Bytes(b) => b.len(),
+            TensorData::Generated { len, .. } => *len,
+        }
+    }
+
+    fn write_into(&self, out: &mut Vec<u8>) {
+        match self {
+            TensorData::Bytes(b) => out.extend_from_slice(b),
+            TensorData::Generated { len, fill } => {
+                let start = out.len();
+                out.resize(start + len, 0);
+                fill(&mut out[start..]);
+            }
+        }
+    }
+}
+
 struct PendingTensor {
     name: String,
     dims: Vec<u64>,
     ty: GgmlType,
-    data: Vec<u8>,
+    data: TensorData,
 }
 
 #[derive(Default)]
@@ -69,6 +96,23 @@ impl GgufWriter {
 
     /// Add a tensor from raw (already encoded) bytes. `dims` is ggml `ne` (fastest first).
     pub fn add_tensor(&mut self, name: &str, dims: &[u64], ty: GgmlType, data: Vec<u8>) -> Result<&mut Self> {
+        self.add_data(name, dims, ty, TensorData::Bytes(data))
+    }
+
+    /// Add a tensor whose encoded bytes `fill` writes when the file is written.
+    pub fn add_generated(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        ty: GgmlType,
+        fill: impl Fn(&mut [u8]) + 'static,
+    ) -> Result<&mut Self> {
+        let n: u64 = dims.iter().product();
+        let len = ty.bytes_for(n).ok_or_else(|| Error::Input(format!("tensor {name}: {dims:?} is not whole {ty} blocks")))?;
+        self.add_data(name, dims, ty, TensorData::Generated { len: len as usize, fill: Box::new(fill) })
+    }
+
+    fn add_data(&mut self, name: &str, dims: &[u64], ty: GgmlType, data: TensorData) -> Result<&mut Self> {
         let n: u64 = dims.iter().product();
         let expect = ty
             .bytes_for(n)
@@ -99,6 +143,17 @@ impl GgufWriter {
 
     /// Encode the whole file.
     pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = self.header();
+        let align = self.alignment();
+        for t in &self.tensors {
+            t.data.write_into(&mut out);
+            pad_to(&mut out, align);
+        }
+        out
+    }
+
+    /// Header, metadata and tensor table, padded to the data section.
+    fn header(&self) -> Vec<u8> {
         let align = self.alignment();
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
@@ -122,10 +177,6 @@ impl GgufWriter {
             offset = (offset + t.data.len() as u64).div_ceil(align) * align;
         }
         pad_to(&mut out, align);
-        for t in &self.tensors {
-            out.extend_from_slice(&t.data);
-            pad_to(&mut out, align);
-        }
         out
     }
 
@@ -133,8 +184,19 @@ impl GgufWriter {
     pub fn write(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let tmp = path.with_extension("gguf.partial");
-        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(&self.to_bytes()).and_then(|_| f.sync_all()).map_err(|e| Error::io(&tmp, e))?;
+        let f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let mut w = std::io::BufWriter::new(f);
+        let io = |e| Error::io(&tmp, e);
+        w.write_all(&self.header()).map_err(io)?;
+        let align = self.alignment();
+        let mut buf = Vec::new();
+        for t in &self.tensors {
+            buf.clear();
+            t.data.write_into(&mut buf);
+            pad_to(&mut buf, align);
+            w.write_all(&buf).map_err(io)?;
+        }
+        w.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
         std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
     }
 }

@@ -18,6 +18,20 @@ pub trait TextModel {
     fn cache_len(&self, cache: &Self::Cache) -> usize;
     /// Evaluate `tokens` after what `cache` holds; logits of all positions or the last.
     fn forward(&self, tokens: &[u32], cache: &mut Self::Cache, which: Logits, cancel: &AtomicBool) -> Result<Vec<f32>>;
+
+    /// Evaluate `tokens` and choose the next token. Backends that can sample where the
+    /// logits live (the GPU) override this so only the token id travels back.
+    fn next_token(
+        &self,
+        tokens: &[u32],
+        cache: &mut Self::Cache,
+        sampler: &mut Sampler,
+        history: &[u32],
+        cancel: &AtomicBool,
+    ) -> Result<u32> {
+        let logits = self.forward(tokens, cache, Logits::Last, cancel)?;
+        Ok(sampler.sample(&logits, history))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -85,10 +99,10 @@ pub fn generate<M: TextModel>(
     let stop_ids = &model.config().tokens.stop;
     let start = Instant::now();
     let mut cache = model.new_cache(context);
-    let mut logits = model.forward(prompt, &mut cache, Logits::Last, cancel)?;
-    let prefill = start.elapsed();
     let mut sampler = Sampler::new(opts.sampling.clone());
     let mut history = prompt.to_vec();
+    let mut next = model.next_token(prompt, &mut cache, &mut sampler, &history, cancel)?;
+    let prefill = start.elapsed();
     let mut decoder = StreamDecoder::new();
     let mut generated = 0;
     let decode_start = Instant::now();
@@ -96,7 +110,7 @@ pub fn generate<M: TextModel>(
         if cancel.load(Ordering::Relaxed) {
             break StopReason::Cancelled;
         }
-        let id = sampler.sample(&logits, &history);
+        let id = next;
         if stop_ids.contains(&id) {
             break StopReason::EndOfTurn;
         }
@@ -110,7 +124,7 @@ pub fn generate<M: TextModel>(
         if model.cache_len(&cache) + 1 >= context {
             break StopReason::ContextFull;
         }
-        logits = match model.forward(&[id], &mut cache, Logits::Last, cancel) {
+        next = match model.next_token(&[id], &mut cache, &mut sampler, &history, cancel) {
             Err(Error::Cancelled) => break StopReason::Cancelled,
             other => other?,
         };

@@ -1,7 +1,9 @@
 //! Sessions: sampling, stop rules, the generation loop.
 
-// TEMP pub mod generate;
+// pub mod backend; (enabled when the GPU kernels land)
+pub mod generate;
 pub mod sampler;
+pub mod snapshot;
 
-// TEMP pub use generate::{GenerateOptions, GenerateStats, StopReason, TextModel, TokenEvent, generate};
+pub use generate::{GenerateOptions, GenerateStats, StopReason, TextModel, TokenEvent, generate};
 pub use sampler::{Sampler, SamplingOptions};

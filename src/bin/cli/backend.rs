@@ -1,4 +1,4 @@
-//! Which engine computes: the CPU reference or the GPU.
+//! Interim: the CPU reference only, until the GPU forward is wired.
 
 use std::sync::Arc;
 
@@ -13,10 +13,10 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub fn load(self, file: Arc<GgufFile>) -> Result<CpuModel> {
+    pub fn load(self, file: Arc<GgufFile>, _progress: &mut dyn FnMut(f32)) -> Result<CpuModel> {
         match self {
             Backend::Cpu => CpuModel::load(file),
-            Backend::Gpu => Err(Error::Unsupported("the GPU backend is not built yet; use --backend cpu".into())),
+            Backend::Gpu => Err(Error::Unsupported("the GPU backend is not wired yet; use --backend cpu".into())),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use rullama::chat::{Message, RenderOptions, Template};
+use rullama::chat::{Message, RenderOptions, Template, is_chat_model};
 use rullama::cpu::forward::Logits;
 use rullama::gguf::{GgmlType, GgufFile};
 use rullama::model::Config;
@@ -46,6 +46,9 @@ pub struct RunArgs {
     /// Ask Gemma 4 to think first.
     #[arg(long)]
     pub think: bool,
+    /// Plain text completion, no chat turns (the default for base models without a chat template).
+    #[arg(long)]
+    pub raw: bool,
     #[arg(long, default_value = "cpu")]
     pub backend: Backend,
     /// Print timing to stderr at the end.
@@ -243,10 +246,10 @@ pub fn logits(store: &StoreOptions, model: &str, tokens: &[u32], out: &Path, bac
         return Err(Error::Input("--tokens is empty".into()));
     }
     let (_, f) = open(store, model)?;
-    let m = backend.load(f)?;
+    let m = backend.load(f, &mut |_| {})?;
     let vocab = m.config().vocab;
     let mut cache = m.new_cache(tokens.len());
-    let l = m.forward(tokens, &mut cache, Logits::All, &AtomicBool::new(false))?;
+    let l = TextModel::forward(&m, tokens, &mut cache, Logits::All, &AtomicBool::new(false))?;
     rullama::npy::write_f32(out, &[tokens.len(), vocab], &l)
 }
 
@@ -256,16 +259,23 @@ pub fn run(store: &StoreOptions, a: &RunArgs) -> Result<()> {
     }
     let (r, f) = open(store, &a.model)?;
     let tok = Tokenizer::from_gguf(&f)?;
-    let m = a.backend.load(f.clone())?;
+    let m = a.backend.load(f.clone(), &mut |_| {})?;
     let cfg = m.config();
-    let template = Template::for_model(cfg.arch.name(), &r.entry.name, r.entry.parameters)?;
-    let mut messages = Vec::new();
-    if let Some(s) = a.system.as_deref().or(r.system.as_deref()) {
-        messages.push(Message::system(s));
-    }
-    messages.push(Message::user(a.prompt.as_str()));
-    let text = template.render(&messages, &RenderOptions { thinking: a.think, ..Default::default() })?;
-    let prompt = tok.encode(&text);
+    let prompt = if a.raw || !is_chat_model(&f) {
+        if !a.raw {
+            eprintln!("note: {} is a base model (no chat template); continuing the prompt as plain text", r.entry.name);
+        }
+        tok.encode_with_bos(&a.prompt)
+    } else {
+        let template = Template::for_model(cfg.arch.name(), &r.entry.name, r.entry.parameters)?;
+        let mut messages = Vec::new();
+        if let Some(s) = a.system.as_deref().or(r.system.as_deref()) {
+            messages.push(Message::system(s));
+        }
+        messages.push(Message::user(a.prompt.as_str()));
+        let text = template.render(&messages, &RenderOptions { thinking: a.think, ..Default::default() })?;
+        tok.encode(&text)
+    };
     let ctx = a.ctx.unwrap_or(4096).min(cfg.context_length.max(1));
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
@@ -298,5 +308,109 @@ pub fn run(store: &StoreOptions, a: &RunArgs) -> Result<()> {
             stats.stop
         );
     }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    #[arg(long)]
+    pub model: String,
+    #[arg(long, default_value_t = 512)]
+    pub prompt_tokens: usize,
+    #[arg(long, default_value_t = 128)]
+    pub gen_tokens: usize,
+    #[arg(long, default_value = "gpu")]
+    pub backend: Backend,
+    /// Repetitions; the best run is reported.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(serde::Serialize)]
+struct BenchReport {
+    model: String,
+    backend: String,
+    device: String,
+    load_s: f64,
+    prompt_tokens: usize,
+    gen_tokens: usize,
+    prefill_tok_s: f64,
+    ttft_ms: f64,
+    decode_tok_s: f64,
+    decode_ms_per_token: f64,
+    weight_bytes: u64,
+    cache_bytes: u64,
+}
+
+pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
+    let (r, f) = open(store, &a.model)?;
+    let t0 = std::time::Instant::now();
+    let m = a.backend.load(f, &mut |_| {})?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let cfg = m.config().clone();
+    // Ordinary-token ids spread over the vocabulary (no control tokens).
+    let prompt: Vec<u32> = (0..a.prompt_tokens).map(|i| 1000 + ((i * 7919) % (cfg.vocab - 1000)) as u32).collect();
+    let ctx = a.prompt_tokens + a.gen_tokens + 1;
+    let cancel = AtomicBool::new(false);
+    let mut best = (f64::MAX, f64::MAX, f64::MAX);
+    for _ in 0..a.reps.max(1) {
+        let mut cache = m.new_cache(ctx);
+        let mut sampler = rullama::runtime::Sampler::new(SamplingOptions::greedy());
+        let t = std::time::Instant::now();
+        let mut id = m.next_token(&prompt, &mut cache, &mut sampler, &prompt, &cancel)?;
+        let ttft = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        for _ in 0..a.gen_tokens {
+            // Keep decoding whatever comes out; ids past the vocabulary cannot occur.
+            id = m.next_token(&[id], &mut cache, &mut sampler, &[], &cancel)?;
+        }
+        let decode = t.elapsed().as_secs_f64();
+        best = (best.0.min(ttft), best.1.min(decode), best.2);
+    }
+    let (ttft, decode, _) = best;
+    let report = BenchReport {
+        model: r.entry.name.clone(),
+        backend: format!("{:?}", a.backend).to_lowercase(),
+        device: "CPU".into(),
+        load_s,
+        prompt_tokens: a.prompt_tokens,
+        gen_tokens: a.gen_tokens,
+        prefill_tok_s: a.prompt_tokens as f64 / ttft,
+        ttft_ms: ttft * 1e3,
+        decode_tok_s: a.gen_tokens as f64 / decode,
+        decode_ms_per_token: decode * 1e3 / a.gen_tokens.max(1) as f64,
+        weight_bytes: m.file.bytes().len() as u64,
+        cache_bytes: cfg.kv_cache_bytes(ctx, ctx, 4),
+    };
+    if a.json {
+        return json(&report);
+    }
+    println!(
+        "{} on {} ({}): load {:.2} s | prefill {} tok: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | GPU memory ≈ {} weights + {} cache/activations",
+        report.model,
+        report.device,
+        report.backend,
+        report.load_s,
+        report.prompt_tokens,
+        report.prefill_tok_s,
+        report.ttft_ms,
+        report.gen_tokens,
+        report.decode_tok_s,
+        report.decode_ms_per_token,
+        bytes_h(report.weight_bytes),
+        bytes_h(report.cache_bytes)
+    );
+    Ok(())
+}
+
+pub fn synth(arch: &str, preset: &str, quant: &str, out: &Path) -> Result<()> {
+    if !quant.eq_ignore_ascii_case("q4_k_m") {
+        return Err(Error::Input(format!("quantization {quant} is not available; use q4_k_m")));
+    }
+    let p = rullama::synth::preset(arch, preset)?;
+    rullama::synth::write(&p, out)?;
+    println!("wrote {} ({})", out.display(), bytes_h(std::fs::metadata(out).map(|m| m.len()).unwrap_or(0)));
     Ok(())
 }

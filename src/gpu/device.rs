@@ -1,0 +1,127 @@
+//! The wgpu device: one instance, adapter and device per process.
+//!
+//! Adapter choice: `RULLAMA_ADAPTER` (a case-insensitive substring of the adapter name)
+//! when set, else discrete > integrated > virtual > software (CPU). The limits actually
+//! obtained are logged to stderr once when `RULLAMA_LOG_GPU` is set, and kept in `Gpu`.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::{Error, Result};
+
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    /// `enable f16;` shaders may be used.
+    pub f16: bool,
+    /// Subgroup builtins may be used (naga takes them without an `enable` line).
+    pub subgroups: bool,
+    pub subgroup_min: u32,
+    pub subgroup_max: u32,
+}
+
+static GPU: OnceLock<std::result::Result<Arc<Gpu>, String>> = OnceLock::new();
+
+fn rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+/// Names of the adapters wgpu can see (for the settings screen and `--adapter`).
+pub fn adapter_names() -> Vec<String> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+        .iter()
+        .map(|a| {
+            let i = a.get_info();
+            format!("{} ({:?}, {:?})", i.name, i.backend, i.device_type)
+        })
+        .collect()
+}
+
+impl Gpu {
+    /// The process-wide device, created on first use.
+    pub fn get() -> Result<Arc<Gpu>> {
+        GPU.get_or_init(|| Gpu::create().map(Arc::new).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(Error::Gpu)
+    }
+
+    fn create() -> Result<Gpu> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        if let Ok(want) = std::env::var("RULLAMA_ADAPTER") {
+            let want = want.to_lowercase();
+            adapters.retain(|a| a.get_info().name.to_lowercase().contains(&want));
+            if adapters.is_empty() {
+                return Err(Error::Gpu(format!(
+                    "no GPU adapter matches RULLAMA_ADAPTER={want:?}; available: {}",
+                    adapter_names().join("; ")
+                )));
+            }
+        }
+        // Vulkan first among equals: it is the backend the kernels are tested on.
+        adapters.sort_by_key(|a| {
+            let i = a.get_info();
+            (rank(i.device_type), i.backend != wgpu::Backend::Vulkan)
+        });
+        let adapter = adapters.into_iter().next().ok_or_else(|| {
+            Error::Gpu("no GPU adapter found (install a Vulkan, Metal or DX12 driver; on Linux without a GPU, mesa-vulkan-drivers)".into())
+        })?;
+        let info = adapter.get_info();
+        let features = adapter.features();
+        let mut required = wgpu::Features::empty();
+        let f16 = features.contains(wgpu::Features::SHADER_F16);
+        if f16 {
+            required |= wgpu::Features::SHADER_F16;
+        }
+        let subgroups = features.contains(wgpu::Features::SUBGROUP) && std::env::var_os("RULLAMA_NO_SUBGROUPS").is_none();
+        if subgroups {
+            required |= wgpu::Features::SUBGROUP;
+        }
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("rullama"),
+            required_features: required,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| Error::Gpu(format!("cannot open {}: {e}", info.name)))?;
+        let limits = device.limits();
+        let (subgroup_min, subgroup_max) = (info.subgroup_min_size, info.subgroup_max_size);
+        if std::env::var_os("RULLAMA_LOG_GPU").is_some() {
+            eprintln!(
+                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max})",
+                info.name,
+                info.backend,
+                info.device_type,
+                info.driver_info,
+                limits.max_storage_buffer_binding_size >> 20,
+                limits.max_buffer_size >> 20,
+                limits.max_compute_workgroup_storage_size >> 10,
+            );
+        }
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max })
+    }
+
+    /// Largest storage binding, in bytes.
+    pub fn max_binding(&self) -> u64 {
+        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+    }
+
+    /// Block until all submitted work is done.
+    pub fn wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::Wait { submission_index: None, timeout: None })
+            .map(|_| ())
+            .map_err(|e| Error::Gpu(format!("GPU wait failed: {e}")))
+    }
+}

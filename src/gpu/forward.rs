@@ -1,0 +1,674 @@
+//! The GPU text forward pass for Gemma 3 and Gemma 4, step for step the same as
+//! `cpu::forward` (its oracle), recorded as batches of dispatches: one submission per decode
+//! step (a few per prefill chunk, so cancel takes effect between layer groups), no host
+//! round-trip inside a step. Weights are uploaded as stored (quantized blocks); activations
+//! live in buffers sized once for the largest batch.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::kernel::{self, Batch, Kernels};
+use super::weights::GpuMatrix;
+use super::{attention, elementwise, matmul, moe, norm, rope, sample};
+use crate::cpu::forward::Logits;
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::model::{AttnKind, Config, ExpertGateUp};
+use crate::runtime::{Sampler, TextModel};
+use crate::{Error, Result};
+
+/// Largest number of tokens evaluated in one pass; longer prompts run in chunks.
+const MAX_BATCH: usize = 256;
+/// Rows of logits computed at once for teacher-forced evaluation.
+const LOGIT_ROWS: usize = 8;
+/// Layers per submission during prefill (cancel is checked between submissions).
+const LAYERS_PER_SUBMIT: usize = 4;
+
+struct MoeLayer {
+    router: GpuMatrix,
+    router_scale: wgpu::Buffer,
+    gate_up: Vec<GpuMatrix>,
+    down: GpuMatrix,
+    per_expert_scale: wgpu::Buffer,
+    pre_norm_2: wgpu::Buffer,
+    post_norm_1: wgpu::Buffer,
+    post_norm_2: wgpu::Buffer,
+}
+
+struct PleLayer {
+    inp_gate: GpuMatrix,
+    proj: GpuMatrix,
+    post_norm: wgpu::Buffer,
+}
+
+struct Layer {
+    attn_norm: wgpu::Buffer,
+    q: GpuMatrix,
+    k: Option<GpuMatrix>,
+    v: Option<GpuMatrix>,
+    q_norm: Option<wgpu::Buffer>,
+    k_norm: Option<wgpu::Buffer>,
+    o: GpuMatrix,
+    post_attn_norm: wgpu::Buffer,
+    ffn_norm: wgpu::Buffer,
+    gate: GpuMatrix,
+    up: GpuMatrix,
+    down: GpuMatrix,
+    post_ffw_norm: wgpu::Buffer,
+    moe: Option<MoeLayer>,
+    ple: Option<PleLayer>,
+    output_scale: Option<wgpu::Buffer>,
+}
+
+struct Ple {
+    token_embd: GpuMatrix,
+    model_proj: GpuMatrix,
+    proj_norm: wgpu::Buffer,
+}
+
+/// A model loaded onto the GPU.
+pub struct GpuModel {
+    pub cfg: Config,
+    pub k: Arc<Kernels>,
+    token_embd: Arc<GpuMatrix>,
+    output: Arc<GpuMatrix>,
+    output_norm: wgpu::Buffer,
+    rope_freqs: Option<wgpu::Buffer>,
+    ple: Option<Ple>,
+    layers: Vec<Layer>,
+    /// Bytes of weights on the GPU.
+    pub weight_bytes: u64,
+}
+
+/// Activation buffers for up to MAX_BATCH tokens.
+struct Scratch {
+    ids: wgpu::Buffer,
+    x: wgpu::Buffer,
+    y: wgpu::Buffer,
+    q: wgpu::Buffer,
+    attn: wgpu::Buffer,
+    a: wgpu::Buffer,
+    gate: wgpu::Buffer,
+    up: wgpu::Buffer,
+    ffn: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    picked: wgpu::Buffer,
+    cand_ids: wgpu::Buffer,
+    cand_vals: wgpu::Buffer,
+    moe: Option<MoeScratch>,
+    ple: Option<PleScratch>,
+}
+
+struct MoeScratch {
+    router_logits: wgpu::Buffer,
+    ids: wgpu::Buffer,
+    weights: wgpu::Buffer,
+    gate_up: wgpu::Buffer,
+    up: wgpu::Buffer,
+    down: wgpu::Buffer,
+    out: wgpu::Buffer,
+    z: wgpu::Buffer,
+}
+
+struct PleScratch {
+    inputs: wgpu::Buffer,
+    tok: wgpu::Buffer,
+    g: wgpu::Buffer,
+    p: wgpu::Buffer,
+}
+
+/// A conversation's state on the GPU: the KV cache and the activation buffers.
+pub struct GpuCache {
+    k: Vec<Option<wgpu::Buffer>>,
+    v: Vec<Option<wgpu::Buffer>>,
+    len: usize,
+    capacity: usize,
+    s: Scratch,
+}
+
+impl GpuCache {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// Keep only the first `n` positions (the rest is overwritten by the next forward).
+    pub fn truncate(&mut self, n: usize) {
+        self.len = self.len.min(n);
+    }
+
+    /// Copy the cache back to the host (for a snapshot).
+    pub fn export(&self, k: &Kernels) -> Result<crate::runtime::snapshot::KvState> {
+        let mut layers = Vec::with_capacity(self.k.len());
+        for (kb, vb) in self.k.iter().zip(&self.v) {
+            layers.push(match (kb, vb) {
+                (Some(kb), Some(vb)) => {
+                    let per_k = (kb.size() / 4) as usize / self.capacity.max(1);
+                    let per_v = (vb.size() / 4) as usize / self.capacity.max(1);
+                    Some((kernel::read_f32(&k.gpu, kb, 0, self.len * per_k)?, kernel::read_f32(&k.gpu, vb, 0, self.len * per_v)?))
+                }
+                _ => None,
+            });
+        }
+        Ok(crate::runtime::snapshot::KvState { len: self.len, layers })
+    }
+
+    /// Load a snapshot's K/V (layout already checked against the model).
+    pub fn import(&mut self, k: &Kernels, s: crate::runtime::snapshot::KvState) -> Result<()> {
+        if s.len > self.capacity || s.layers.len() != self.k.len() {
+            return Err(Error::Input(format!("a snapshot of {} tokens does not fit this cache of {}", s.len, self.capacity)));
+        }
+        for ((kb, vb), l) in self.k.iter().zip(&self.v).zip(&s.layers) {
+            if let (Some(kb), Some(vb), Some((kd, vd))) = (kb, vb, l) {
+                k.gpu.queue.write_buffer(kb, 0, bytemuck::cast_slice(kd));
+                k.gpu.queue.write_buffer(vb, 0, bytemuck::cast_slice(vd));
+            }
+        }
+        self.len = s.len;
+        Ok(())
+    }
+}
+
+fn f32_buf(k: &Kernels, label: &str, n: usize) -> wgpu::Buffer {
+    kernel::storage(&k.gpu, label, (n * 4) as u64)
+}
+
+struct Loader<'a> {
+    k: &'a Kernels,
+    file: &'a GgufFile,
+    bytes: u64,
+}
+
+impl Loader<'_> {
+    fn info(&self, name: &str) -> Result<&TensorInfo> {
+        self.file.gguf.tensor(name).ok_or_else(|| Error::MissingTensor(format!("{name} (in {})", self.file.path.display())))
+    }
+
+    fn first(&self, names: &[String]) -> Result<String> {
+        names
+            .iter()
+            .find(|n| self.file.gguf.has_tensor(n))
+            .cloned()
+            .ok_or_else(|| Error::MissingTensor(format!("{} (in {})", names[0], self.file.path.display())))
+    }
+
+    fn matrix(&mut self, name: &str) -> Result<GpuMatrix> {
+        self.stacked(name, 1)
+    }
+
+    /// A matrix whose rows form groups that must not straddle a binding tile (stacked experts).
+    fn stacked(&mut self, name: &str, rows_per_group: usize) -> Result<GpuMatrix> {
+        let t = self.info(name)?.clone();
+        let data = self.file.tensor_data(&t);
+        self.bytes += data.len() as u64;
+        GpuMatrix::upload_stacked(self.k, name, t.ty, t.row_len() as usize, t.n_rows() as usize, data, rows_per_group)
+    }
+
+    /// A small vector (norm weights, scales) expanded to f32.
+    fn vector(&mut self, name: &str) -> Result<wgpu::Buffer> {
+        let v = self.file.view(name)?.to_f32()?;
+        self.bytes += (v.len() * 4) as u64;
+        Ok(kernel::upload(&self.k.gpu, name, bytemuck::cast_slice(&v)))
+    }
+
+    fn vector_alias(&mut self, names: [String; 2]) -> Result<wgpu::Buffer> {
+        let n = self.first(&names)?;
+        self.vector(&n)
+    }
+}
+
+impl GpuModel {
+    pub fn load(file: Arc<GgufFile>) -> Result<GpuModel> {
+        Self::load_with_progress(file, &mut |_| {})
+    }
+
+    /// Upload every weight; `progress` gets the fraction of layers done.
+    pub fn load_with_progress(file: Arc<GgufFile>, progress: &mut dyn FnMut(f32)) -> Result<GpuModel> {
+        let cfg = Config::from_gguf(&file.gguf)?;
+        let k = Arc::new(Kernels::new(super::Gpu::get()?));
+        let mut l = Loader { k: &k, file: &file, bytes: 0 };
+        let token_embd = Arc::new(l.matrix("token_embd.weight")?);
+        let output = match file.gguf.has_tensor("output.weight") {
+            true => Arc::new(l.matrix("output.weight")?),
+            false => token_embd.clone(),
+        };
+        let output_norm = l.vector("output_norm.weight")?;
+        let rope_freqs = match file.gguf.has_tensor("rope_freqs.weight") {
+            true => Some(l.vector("rope_freqs.weight")?),
+            false => None,
+        };
+        let ple = match cfg.ple_dim > 0 {
+            true => Some(Ple {
+                token_embd: l.matrix("per_layer_token_embd.weight")?,
+                model_proj: l.matrix("per_layer_model_proj.weight")?,
+                proj_norm: l.vector("per_layer_proj_norm.weight")?,
+            }),
+            false => None,
+        };
+        let mut layers = Vec::with_capacity(cfg.n_layers);
+        for (done, p) in cfg.layers.iter().enumerate() {
+            let i = p.index;
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let alias = |a: &str, b: &str| [n(a), n(b)];
+            let own = p.stores_kv();
+            let moe = match &cfg.moe {
+                None => None,
+                Some(m) => Some(MoeLayer {
+                    router: l.matrix(&n("ffn_gate_inp.weight"))?,
+                    router_scale: l.vector(&n("ffn_gate_inp.scale"))?,
+                    gate_up: match m.gate_up {
+                        ExpertGateUp::Fused => vec![l.stacked(&n("ffn_gate_up_exps.weight"), 2 * m.expert_ffn)?],
+                        ExpertGateUp::Split => vec![
+                            l.stacked(&n("ffn_gate_exps.weight"), m.expert_ffn)?,
+                            l.stacked(&n("ffn_up_exps.weight"), m.expert_ffn)?,
+                        ],
+                    },
+                    down: l.stacked(&n("ffn_down_exps.weight"), cfg.hidden)?,
+                    per_expert_scale: l.vector(&m.per_expert_scale_name(i))?,
+                    pre_norm_2: l.vector_alias(alias("pre_ffw_norm_2.weight", "ffn_pre_norm_2.weight"))?,
+                    post_norm_1: l.vector_alias(alias("post_ffw_norm_1.weight", "ffn_post_norm_1.weight"))?,
+                    post_norm_2: l.vector_alias(alias("post_ffw_norm_2.weight", "ffn_post_norm_2.weight"))?,
+                }),
+            };
+            let ple = match cfg.ple_dim > 0 {
+                true => Some(PleLayer {
+                    inp_gate: l.matrix(&n("inp_gate.weight"))?,
+                    proj: l.matrix(&n("proj.weight"))?,
+                    post_norm: l.vector(&n("post_norm.weight"))?,
+                }),
+                false => None,
+            };
+            layers.push(Layer {
+                attn_norm: l.vector(&n("attn_norm.weight"))?,
+                q: l.matrix(&n("attn_q.weight"))?,
+                k: if own { Some(l.matrix(&n("attn_k.weight"))?) } else { None },
+                v: if own && p.has_v { Some(l.matrix(&n("attn_v.weight"))?) } else { None },
+                q_norm: if cfg.qk_norm { Some(l.vector(&n("attn_q_norm.weight"))?) } else { None },
+                k_norm: if cfg.qk_norm && own { Some(l.vector(&n("attn_k_norm.weight"))?) } else { None },
+                o: l.matrix(&n("attn_output.weight"))?,
+                post_attn_norm: l.vector_alias(alias("post_attention_norm.weight", "attn_post_norm.weight"))?,
+                ffn_norm: l.vector_alias(alias("ffn_norm.weight", "ffn_pre_norm.weight"))?,
+                gate: l.matrix(&n("ffn_gate.weight"))?,
+                up: l.matrix(&n("ffn_up.weight"))?,
+                down: l.matrix(&n("ffn_down.weight"))?,
+                post_ffw_norm: l.vector_alias(alias("post_ffw_norm.weight", "ffn_post_norm.weight"))?,
+                moe,
+                ple,
+                output_scale: match p.has_output_scale {
+                    true => Some(l.vector_alias(alias("layer_output_scale.weight", "layer_scalar.weight"))?),
+                    false => None,
+                },
+            });
+            progress((done + 1) as f32 / cfg.n_layers as f32);
+        }
+        let weight_bytes = l.bytes;
+        k.gpu.wait()?;
+        Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes })
+    }
+
+    /// Bytes a cache of `capacity` tokens plus the activation buffers take.
+    pub fn cache_bytes(&self, capacity: usize) -> u64 {
+        self.cfg.kv_cache_bytes(capacity, capacity, 4) + self.scratch_floats() as u64 * 4
+    }
+
+    fn scratch_floats(&self) -> usize {
+        let c = &self.cfg;
+        let b = MAX_BATCH;
+        let qmax = c.layers.iter().map(|l| c.n_heads * l.head_dim.max(l.v_head_dim)).max().unwrap_or(0);
+        let fmax = c.layers.iter().map(|l| l.ffn_width).max().unwrap_or(0);
+        b * (3 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab
+    }
+
+    pub fn new_cache(&self, capacity: usize) -> GpuCache {
+        let c = &self.cfg;
+        let k = &self.k;
+        let b = MAX_BATCH;
+        let qmax = c.layers.iter().map(|l| c.n_heads * l.head_dim.max(l.v_head_dim)).max().unwrap_or(0);
+        let fmax = c.layers.iter().map(|l| l.ffn_width).max().unwrap_or(0);
+        let mut kc = Vec::new();
+        let mut vc = Vec::new();
+        for l in &c.layers {
+            let own = l.stores_kv();
+            kc.push(own.then(|| f32_buf(k, "k_cache", capacity * l.n_kv_heads * l.head_dim)));
+            vc.push(own.then(|| f32_buf(k, "v_cache", capacity * l.n_kv_heads * l.v_head_dim)));
+        }
+        let moe = c.moe.as_ref().map(|m| {
+            let slots = b * m.n_used;
+            MoeScratch {
+                router_logits: f32_buf(k, "router_logits", b * m.n_experts),
+                ids: f32_buf(k, "expert_ids", slots),
+                weights: f32_buf(k, "expert_weights", slots),
+                gate_up: f32_buf(k, "expert_gate_up", slots * 2 * m.expert_ffn),
+                up: f32_buf(k, "expert_up", slots * m.expert_ffn),
+                down: f32_buf(k, "expert_down", slots * c.hidden),
+                out: f32_buf(k, "moe_out", b * c.hidden),
+                z: f32_buf(k, "router_in", b * c.hidden),
+            }
+        });
+        let ple = (c.ple_dim > 0).then(|| PleScratch {
+            inputs: f32_buf(k, "ple_inputs", b * c.ple_dim * c.n_layers),
+            tok: f32_buf(k, "ple_tok", b * c.ple_dim * c.n_layers),
+            g: f32_buf(k, "ple_g", b * c.ple_dim),
+            p: f32_buf(k, "ple_p", b * c.hidden),
+        });
+        let s = Scratch {
+            ids: kernel::storage(&k.gpu, "ids", (b * 4) as u64),
+            x: f32_buf(k, "x", b * c.hidden),
+            y: f32_buf(k, "y", b * c.hidden),
+            q: f32_buf(k, "q", b * qmax),
+            attn: f32_buf(k, "attn", b * qmax),
+            a: f32_buf(k, "a", b * c.hidden),
+            gate: f32_buf(k, "gate", b * fmax),
+            up: f32_buf(k, "up", b * fmax),
+            ffn: f32_buf(k, "ffn", b * c.hidden),
+            logits: f32_buf(k, "logits", LOGIT_ROWS * c.vocab),
+            picked: kernel::storage(&k.gpu, "picked", 4),
+            cand_ids: kernel::storage(&k.gpu, "cand_ids", 64 * 4),
+            cand_vals: f32_buf(k, "cand_vals", 64),
+            moe,
+            ple,
+        };
+        GpuCache { k: kc, v: vc, len: 0, capacity, s }
+    }
+
+    fn check(&self, tokens: &[u32], cache: &GpuCache) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(Error::Input("no tokens to evaluate".into()));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
+            return Err(Error::Input(format!("token id {bad} is outside the vocabulary of {} tokens", self.cfg.vocab)));
+        }
+        if cache.len + tokens.len() > cache.capacity {
+            return Err(Error::Input(format!(
+                "{} tokens do not fit in the context of {} ({} already used)",
+                tokens.len(),
+                cache.capacity,
+                cache.len
+            )));
+        }
+        Ok(())
+    }
+
+    fn batch(&self, layers: usize) -> Batch {
+        Batch::new(self.k.gpu.clone(), 64 + layers * 48)
+    }
+
+    /// Run `tokens` through every layer, leaving the final hidden states in `s.x`.
+    /// Chunks of MAX_BATCH; the cache grows only if everything succeeds.
+    fn run_layers(&self, tokens: &[u32], cache: &mut GpuCache, cancel: &AtomicBool) -> Result<()> {
+        let pos0 = cache.len;
+        let n = tokens.len();
+        let c = &self.cfg;
+        self.k.gpu.queue.write_buffer(&cache.s.ids, 0, bytemuck::cast_slice(tokens));
+        let mut b = self.batch(LAYERS_PER_SUBMIT);
+        matmul::embed(&self.k, &mut b, &self.token_embd, &cache.s.ids, 0, n, c.embed_scale, &cache.s.x, 0)?;
+        self.per_layer_inputs(&mut b, cache, n)?;
+        for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
+            for l in chunk {
+                self.layer(&mut b, l.index, cache, n, pos0)?;
+            }
+            if n > 1 && (li + 1) * LAYERS_PER_SUBMIT < c.n_layers {
+                std::mem::replace(&mut b, self.batch(LAYERS_PER_SUBMIT)).submit()?;
+                // Let the GPU catch up so a cancel takes effect between layer groups.
+                self.k.gpu.wait()?;
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(Error::Cancelled);
+                }
+            }
+        }
+        b.submit()?;
+        cache.len = pos0 + n;
+        Ok(())
+    }
+
+    fn per_layer_inputs(&self, b: &mut Batch, cache: &GpuCache, n: usize) -> Result<()> {
+        let (Some(p), Some(ps)) = (&self.ple, &cache.s.ple) else { return Ok(()) };
+        let c = &self.cfg;
+        let k = &self.k;
+        let lp = c.ple_dim * c.n_layers;
+        matmul::matmul(k, b, &p.model_proj, &cache.s.x, 0, n, &ps.inputs, 0)?;
+        elementwise::scale(k, b, &ps.inputs, 0, n * lp, (c.hidden as f32).powf(-0.5))?;
+        norm::rms_norm(k, b, &ps.inputs, 0, n * c.n_layers, c.ple_dim, Some(&p.proj_norm), c.eps)?;
+        // Ids past the PLE table (none for the published models) would read out of bounds:
+        // the CPU reference maps them to 0; here the table covers the vocabulary (checked in Config).
+        matmul::embed(k, b, &p.token_embd, &cache.s.ids, 0, n, (c.ple_dim as f32).sqrt(), &ps.tok, 0)?;
+        elementwise::add_scaled(k, b, &ps.inputs, 0, &ps.tok, 0, n * lp, std::f32::consts::FRAC_1_SQRT_2)
+    }
+
+    fn layer(&self, b: &mut Batch, li: usize, cache: &GpuCache, n: usize, pos0: usize) -> Result<()> {
+        let c = &self.cfg;
+        let k = &self.k;
+        let s = &cache.s;
+        let w = &self.layers[li];
+        let plan = &c.layers[li];
+        let d = c.hidden;
+        let (hd, vhd, kvh, nh) = (plan.head_dim, plan.v_head_dim, plan.n_kv_heads, c.n_heads);
+        let rope = match plan.kind {
+            AttnKind::Sliding => &c.rope_sliding,
+            AttnKind::Global => &c.rope_global,
+        };
+        let factors = if rope.freq_factors { self.rope_freqs.as_ref() } else { None };
+
+        // Attention.
+        b.copy(&s.x, 0, &s.y, 0, (n * d * 4) as u64);
+        norm::rms_norm(k, b, &s.y, 0, n, d, Some(&w.attn_norm), c.eps)?;
+        matmul::matmul(k, b, &w.q, &s.y, 0, n, &s.q, 0)?;
+        if let Some(qn) = &w.q_norm {
+            norm::rms_norm(k, b, &s.q, 0, n * nh, hd, Some(qn), c.eps)?;
+        }
+        rope::rope_neox(k, b, &s.q, 0, n, nh, hd, pos0, rope.base, factors, 1.0 / rope.linear_scale)?;
+        if let Some(kw) = &w.k {
+            let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
+            let (ko, vo) = (pos0 * kvh * hd, pos0 * kvh * vhd);
+            matmul::matmul(k, b, kw, &s.y, 0, n, kc, ko)?;
+            match &w.v {
+                Some(vw) => matmul::matmul(k, b, vw, &s.y, 0, n, vc, vo)?,
+                // V := raw K, before the K norm and RoPE.
+                None => b.copy(kc, (ko * 4) as u64, vc, (vo * 4) as u64, (n * kvh * hd * 4) as u64),
+            }
+            if let Some(kn) = &w.k_norm {
+                norm::rms_norm(k, b, kc, ko, n * kvh, hd, Some(kn), c.eps)?;
+            }
+            rope::rope_neox(k, b, kc, ko, n, kvh, hd, pos0, rope.base, factors, 1.0 / rope.linear_scale)?;
+            if c.v_norm {
+                norm::rms_norm(k, b, vc, vo, n * kvh, vhd, None, c.eps)?;
+            }
+        }
+        let src = plan.kv_donor.unwrap_or(li);
+        let (kc, vc) = match (&cache.k[src], &cache.v[src]) {
+            (Some(kc), Some(vc)) => (kc, vc),
+            _ => return Err(Error::Gguf(format!("layer {li} reads the KV of layer {src}, which stores none"))),
+        };
+        let window = match plan.kind {
+            AttnKind::Sliding => c.sliding_window,
+            AttnKind::Global => 0,
+        };
+        attention::attention(k, b, &s.q, 0, n, nh, hd, kc, vc, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
+        matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
+        norm::rms_norm(k, b, &s.a, 0, n, d, Some(&w.post_attn_norm), c.eps)?;
+        elementwise::add(k, b, &s.x, 0, &s.a, 0, n * d)?;
+
+        // Feed-forward: dense, plus the MoE branch on MoE models.
+        b.copy(&s.x, 0, &s.y, 0, (n * d * 4) as u64);
+        norm::rms_norm(k, b, &s.y, 0, n, d, Some(&w.ffn_norm), c.eps)?;
+        let f = plan.ffn_width;
+        matmul::matmul(k, b, &w.gate, &s.y, 0, n, &s.gate, 0)?;
+        matmul::matmul(k, b, &w.up, &s.y, 0, n, &s.up, 0)?;
+        elementwise::geglu(k, b, &s.gate, 0, f, &s.up, 0, f, n, f)?;
+        matmul::matmul(k, b, &w.down, &s.gate, 0, n, &s.ffn, 0)?;
+        if let (Some(m), Some(ms)) = (&w.moe, &s.moe) {
+            self.moe(b, m, ms, s, n)?;
+        }
+        norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&w.post_ffw_norm), c.eps)?;
+        elementwise::add(k, b, &s.x, 0, &s.ffn, 0, n * d)?;
+
+        // Per-layer embedding injection.
+        if let (Some(pw), Some(ps)) = (&w.ple, &s.ple) {
+            let (pd, lp) = (c.ple_dim, c.ple_dim * c.n_layers);
+            matmul::matmul(k, b, &pw.inp_gate, &s.x, 0, n, &ps.g, 0)?;
+            elementwise::geglu(k, b, &ps.g, 0, pd, &ps.inputs, li * pd, lp, n, pd)?;
+            matmul::matmul(k, b, &pw.proj, &ps.g, 0, n, &ps.p, 0)?;
+            norm::rms_norm(k, b, &ps.p, 0, n, d, Some(&pw.post_norm), c.eps)?;
+            elementwise::add(k, b, &s.x, 0, &ps.p, 0, n * d)?;
+        }
+        if let Some(sc) = &w.output_scale {
+            elementwise::scale_by(k, b, &s.x, 0, n * d, sc, 0)?;
+        }
+        Ok(())
+    }
+
+    /// MoE branch (spec §6.6), added to the dense branch's output in `s.ffn` after both
+    /// are post-normed. `s.x` (the residual after attention) is the router input.
+    fn moe(&self, b: &mut Batch, m: &MoeLayer, ms: &MoeScratch, s: &Scratch, n: usize) -> Result<()> {
+        let c = &self.cfg;
+        let k = &self.k;
+        let mc = c.moe.as_ref().expect("MoE layer implies MoE config");
+        let (d, fe, kk) = (c.hidden, mc.expert_ffn, mc.n_used);
+        norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&m.post_norm_1), c.eps)?;
+        // Router: RMS0(x) · D^-½ ⊙ scale, then logits, softmax, top-k, renormalise, × expert scale.
+        b.copy(&s.x, 0, &ms.z, 0, (n * d * 4) as u64);
+        norm::rms_norm(k, b, &ms.z, 0, n, d, Some(&m.router_scale), c.eps)?;
+        elementwise::scale(k, b, &ms.z, 0, n * d, (d as f32).powf(-0.5))?;
+        matmul::matmul(k, b, &m.router, &ms.z, 0, n, &ms.router_logits, 0)?;
+        moe::moe_route(k, b, &ms.router_logits, 0, n, mc.n_experts, kk, &m.per_expert_scale, &ms.ids, &ms.weights)?;
+        // Experts see RMS(x; pre_ffw_norm_2).
+        b.copy(&s.x, 0, &ms.z, 0, (n * d * 4) as u64);
+        norm::rms_norm(k, b, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps)?;
+        match m.gate_up.as_slice() {
+            [fused] => {
+                matmul::matmul_experts(k, b, fused, 2 * fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
+                elementwise::geglu_fused(k, b, &ms.gate_up, 0, n * kk, fe)?;
+                // The fused rows are [gate | up]; geglu_fused leaves the product in the gate half.
+                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, 2 * fe, n, &ms.down, 0)?;
+            }
+            [gate, up] => {
+                matmul::matmul_experts(k, b, gate, fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
+                matmul::matmul_experts(k, b, up, fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.up, 0)?;
+                elementwise::geglu(k, b, &ms.gate_up, 0, fe, &ms.up, 0, fe, n * kk, fe)?;
+                matmul::matmul_experts(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, true, n, &ms.down, 0)?;
+            }
+            _ => unreachable!("one fused or two split gate/up tensors"),
+        }
+        moe::moe_combine(k, b, &ms.down, &ms.weights, n, kk, d, &ms.out, 0)?;
+        norm::rms_norm(k, b, &ms.out, 0, n, d, Some(&m.post_norm_2), c.eps)?;
+        elementwise::add(k, b, &s.ffn, 0, &ms.out, 0, n * d)
+    }
+
+    /// Final norm + LM head + softcap for rows `[r0, r0+rows)` of `s.x` into `s.logits`.
+    fn head(&self, b: &mut Batch, s: &Scratch, r0: usize, rows: usize) -> Result<()> {
+        let c = &self.cfg;
+        let k = &self.k;
+        let d = c.hidden;
+        b.copy(&s.x, (r0 * d * 4) as u64, &s.y, 0, (rows * d * 4) as u64);
+        norm::rms_norm(k, b, &s.y, 0, rows, d, Some(&self.output_norm), c.eps)?;
+        matmul::matmul(k, b, &self.output, &s.y, 0, rows, &s.logits, 0)?;
+        if let Some(cap) = c.final_logit_softcap {
+            elementwise::softcap(k, b, &s.logits, 0, rows * c.vocab, cap)?;
+        }
+        Ok(())
+    }
+
+    /// Evaluate `tokens` after the cache and return logits (all rows, or the last).
+    pub fn forward(&self, tokens: &[u32], cache: &mut GpuCache, which: Logits, cancel: &AtomicBool) -> Result<Vec<f32>> {
+        self.check(tokens, cache)?;
+        let start = cache.len;
+        let v = self.cfg.vocab;
+        let mut out = Vec::new();
+        for chunk in tokens.chunks(MAX_BATCH) {
+            if let Err(e) = self.run_layers(chunk, cache, cancel) {
+                cache.len = start;
+                return Err(e);
+            }
+            let rows: Vec<usize> = match which {
+                Logits::All => (0..chunk.len()).collect(),
+                Logits::Last => vec![chunk.len() - 1],
+            };
+            if which == Logits::Last && chunk.as_ptr_range().end != tokens.as_ptr_range().end {
+                continue;
+            }
+            for group in rows.chunks(LOGIT_ROWS) {
+                let mut b = self.batch(1);
+                self.head(&mut b, &cache.s, group[0], group.len())?;
+                b.submit()?;
+                out.extend(kernel::read_f32(&self.k.gpu, &cache.s.logits, 0, group.len() * v)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Evaluate `tokens` and pick the next token on the GPU: greedy → argmax; otherwise the
+    /// 64 best candidates come back and the sampler finishes on them. Repetition penalty
+    /// needs every logit, so then all of them are read.
+    pub fn next_token(
+        &self,
+        tokens: &[u32],
+        cache: &mut GpuCache,
+        sampler: &mut Sampler,
+        history: &[u32],
+        cancel: &AtomicBool,
+    ) -> Result<u32> {
+        let o = sampler.opts.clone();
+        if o.repeat_penalty != 1.0 || (o.temperature > 0.0 && (o.top_k == 0 || o.top_k > 64)) {
+            let logits = self.forward(tokens, cache, Logits::Last, cancel)?;
+            return Ok(sampler.sample(&logits, history));
+        }
+        self.check(tokens, cache)?;
+        let start = cache.len;
+        for chunk in tokens.chunks(MAX_BATCH) {
+            if let Err(e) = self.run_layers(chunk, cache, cancel) {
+                cache.len = start;
+                return Err(e);
+            }
+        }
+        let last = (tokens.len() - 1) % MAX_BATCH;
+        let s = &cache.s;
+        let mut b = self.batch(1);
+        self.head(&mut b, s, last, 1)?;
+        let v = self.cfg.vocab;
+        if o.temperature <= 0.0 {
+            sample::argmax(&self.k, &mut b, &s.logits, 0, v, &s.picked, 0)?;
+            b.submit()?;
+            let id = kernel::read_back(&self.k.gpu, &s.picked, 0, 4)?;
+            return Ok(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+        }
+        sample::top_k_candidates(&self.k, &mut b, &s.logits, 0, v, 64, &s.cand_ids, &s.cand_vals)?;
+        b.submit()?;
+        let ids: Vec<u32> = bytemuck::pod_collect_to_vec(&kernel::read_back(&self.k.gpu, &s.cand_ids, 0, 64 * 4)?);
+        let vals = kernel::read_f32(&self.k.gpu, &s.cand_vals, 0, 64)?;
+        Ok(ids[sampler.sample(&vals, &[]) as usize])
+    }
+}
+
+impl TextModel for GpuModel {
+    type Cache = GpuCache;
+
+    fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn new_cache(&self, capacity: usize) -> GpuCache {
+        GpuModel::new_cache(self, capacity)
+    }
+
+    fn cache_len(&self, cache: &GpuCache) -> usize {
+        cache.len
+    }
+
+    fn forward(&self, tokens: &[u32], cache: &mut GpuCache, which: Logits, cancel: &AtomicBool) -> Result<Vec<f32>> {
+        GpuModel::forward(self, tokens, cache, which, cancel)
+    }
+
+    fn next_token(
+        &self,
+        tokens: &[u32],
+        cache: &mut GpuCache,
+        sampler: &mut Sampler,
+        history: &[u32],
+        cancel: &AtomicBool,
+    ) -> Result<u32> {
+        GpuModel::next_token(self, tokens, cache, sampler, history, cancel)
+    }
+}

@@ -1,0 +1,289 @@
+//! Kernels and dispatch: the one generic place where pipelines are compiled, bind groups
+//! are made, parameters are uploaded and workgroups are dispatched. Op modules only say
+//! which shader, which buffers and which grid.
+//!
+//! Binding convention for every kernel: `@group(0) @binding(0) var<uniform> p: Params;`
+//! then the storage buffers at bindings 1.. in the order the op passes them. Parameters
+//! of all dispatches of a batch go into one uniform buffer at 256-byte slots (dynamic
+//! offsets), written once before the batch is submitted.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::device::Gpu;
+use crate::{Error, Result};
+
+/// How a kernel uses a storage buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// A compiled compute pipeline and its bind group layout.
+pub struct Kernel {
+    pub name: String,
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+    n_buffers: usize,
+}
+
+/// WGSL source of a kernel, assembled from shader files.
+pub struct KernelSource {
+    pub name: String,
+    pub code: String,
+    pub entry: &'static str,
+    pub buffers: Vec<Access>,
+}
+
+/// Parameter slot size: the strictest `min_uniform_buffer_offset_alignment` in practice.
+const PARAM_SLOT: u64 = 256;
+
+/// Compiles each kernel once per device and hands out shared handles.
+pub struct Kernels {
+    pub gpu: Arc<Gpu>,
+    cache: Mutex<HashMap<String, Arc<Kernel>>>,
+    /// Bound where a kernel's optional input is absent (a binding cannot be left empty).
+    pub dummy: wgpu::Buffer,
+}
+
+impl Kernels {
+    pub fn new(gpu: Arc<Gpu>) -> Kernels {
+        let dummy = storage(&gpu, "dummy", 16);
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy }
+    }
+
+    /// The kernel cached under `key`, compiling `build()` on first use.
+    pub fn get(&self, key: &str, build: impl FnOnce() -> KernelSource) -> Result<Arc<Kernel>> {
+        if let Some(k) = self.cache.lock().expect("kernel cache lock").get(key) {
+            return Ok(k.clone());
+        }
+        let k = Arc::new(self.compile(build())?);
+        self.cache.lock().expect("kernel cache lock").insert(key.to_string(), k.clone());
+        Ok(k)
+    }
+
+    fn compile(&self, src: KernelSource) -> Result<Kernel> {
+        let dev = &self.gpu.device;
+        let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(&src.name),
+            source: wgpu::ShaderSource::Wgsl(src.code.as_str().into()),
+        });
+        let mut entries = vec![wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: None,
+            },
+            count: None,
+        }];
+        for (i, a) in src.buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupLayoutEntry {
+                binding: i as u32 + 1,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only: *a == Access::Read },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            });
+        }
+        let layout = dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(&src.name), entries: &entries });
+        let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(&src.name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = dev.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&src.name),
+            layout: Some(&pl),
+            module: &module,
+            entry_point: Some(src.entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu(format!("kernel {} does not compile: {e}", src.name)));
+        }
+        Ok(Kernel { name: src.name, pipeline, layout, n_buffers: src.buffers.len() })
+    }
+}
+
+/// Storage buffers of f32 (activations, caches) and raw words (weights).
+pub fn storage(gpu: &Gpu, label: &str, bytes: u64) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        // Bindings must be non-empty and 4-byte sized.
+        size: bytes.max(4).div_ceil(4) * 4,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    })
+}
+
+/// A storage buffer holding `data` (padded to 4 bytes).
+pub fn upload(gpu: &Gpu, label: &str, data: &[u8]) -> wgpu::Buffer {
+    let buf = storage(gpu, label, data.len() as u64);
+    let whole = data.len() / 4 * 4;
+    if whole > 0 {
+        gpu.queue.write_buffer(&buf, 0, &data[..whole]);
+    }
+    if whole < data.len() {
+        let mut tail = [0u8; 4];
+        tail[..data.len() - whole].copy_from_slice(&data[whole..]);
+        gpu.queue.write_buffer(&buf, whole as u64, &tail);
+    }
+    buf
+}
+
+struct Dispatch {
+    kernel: Arc<Kernel>,
+    bind: wgpu::BindGroup,
+    param_offset: u32,
+    grid: [u32; 3],
+}
+
+enum Step {
+    Dispatch(Dispatch),
+    Copy { src: wgpu::Buffer, src_off: u64, dst: wgpu::Buffer, dst_off: u64, bytes: u64 },
+}
+
+/// A sequence of dispatches recorded into one command buffer and submitted together.
+pub struct Batch {
+    gpu: Arc<Gpu>,
+    params: Vec<u8>,
+    param_buf: Option<wgpu::Buffer>,
+    steps: Vec<Step>,
+    /// The uniform buffer is sized ahead so bind groups can be made while recording.
+    param_capacity: u64,
+}
+
+impl Batch {
+    /// `max_dispatches`: how many parameter slots to reserve.
+    pub fn new(gpu: Arc<Gpu>, max_dispatches: usize) -> Batch {
+        let cap = (max_dispatches.max(1) as u64) * PARAM_SLOT;
+        let buf = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("params"),
+            size: cap,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap }
+    }
+
+    /// Record one dispatch of `k` over `grid` workgroups with `buffers` at bindings 1...
+    pub fn dispatch<P: bytemuck::Pod>(&mut self, k: &Arc<Kernel>, buffers: &[&wgpu::Buffer], params: &P, grid: [u32; 3]) -> Result<()> {
+        if buffers.len() != k.n_buffers {
+            return Err(Error::Gpu(format!("kernel {} takes {} buffers, got {}", k.name, k.n_buffers, buffers.len())));
+        }
+        let bytes = bytemuck::bytes_of(params);
+        if bytes.len() as u64 > PARAM_SLOT {
+            return Err(Error::Gpu(format!("kernel {}: parameters larger than {PARAM_SLOT} bytes", k.name)));
+        }
+        let offset = self.params.len() as u64;
+        if offset + PARAM_SLOT > self.param_capacity {
+            return Err(Error::Gpu(format!("batch holds at most {} dispatches", self.param_capacity / PARAM_SLOT)));
+        }
+        let max_grid = self.gpu.limits.max_compute_workgroups_per_dimension;
+        if grid.iter().any(|&g| g > max_grid) {
+            return Err(Error::Gpu(format!("kernel {}: grid {grid:?} exceeds {max_grid} workgroups per dimension", k.name)));
+        }
+        self.params.extend_from_slice(bytes);
+        self.params.resize((offset + PARAM_SLOT) as usize, 0);
+        let param_buf = self.param_buf.as_ref().expect("param buffer exists until submit");
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: param_buf,
+                offset: 0,
+                size: wgpu::BufferSize::new(PARAM_SLOT),
+            }),
+        }];
+        for (i, b) in buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
+        }
+        let bind = self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &k.layout, entries: &entries });
+        if grid.iter().all(|&g| g > 0) {
+            self.steps.push(Step::Dispatch(Dispatch { kernel: k.clone(), bind, param_offset: offset as u32, grid }));
+        }
+        Ok(())
+    }
+
+    /// Record a buffer-to-buffer copy (bytes, 4-aligned).
+    pub fn copy(&mut self, src: &wgpu::Buffer, src_off: u64, dst: &wgpu::Buffer, dst_off: u64, bytes: u64) {
+        if bytes > 0 {
+            self.steps.push(Step::Copy { src: src.clone(), src_off, dst: dst.clone(), dst_off, bytes });
+        }
+    }
+
+    /// Encode everything and submit it.
+    pub fn submit(mut self) -> Result<()> {
+        let gpu = self.gpu.clone();
+        let param_buf = self.param_buf.take().expect("param buffer");
+        if !self.params.is_empty() {
+            gpu.queue.write_buffer(&param_buf, 0, &self.params);
+        }
+        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("batch") });
+        let mut i = 0;
+        while i < self.steps.len() {
+            match &self.steps[i] {
+                Step::Copy { src, src_off, dst, dst_off, bytes } => {
+                    enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes);
+                    i += 1;
+                }
+                Step::Dispatch(_) => {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                    while let Some(Step::Dispatch(d)) = self.steps.get(i) {
+                        pass.set_pipeline(&d.kernel.pipeline);
+                        pass.set_bind_group(0, &d.bind, &[d.param_offset]);
+                        pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+                        i += 1;
+                    }
+                }
+            }
+        }
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        gpu.queue.submit([enc.finish()]);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu(format!("submission rejected: {e}")));
+        }
+        Ok(())
+    }
+}
+
+/// Copy `bytes` of `buf` from `offset` back to the host (waits for the GPU).
+pub fn read_back(gpu: &Gpu, buf: &wgpu::Buffer, offset: u64, bytes: u64) -> Result<Vec<u8>> {
+    let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("readback"),
+        size: bytes.max(4),
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+    enc.copy_buffer_to_buffer(buf, offset, &staging, 0, bytes);
+    gpu.queue.submit([enc.finish()]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    gpu.wait()?;
+    rx.recv()
+        .map_err(|_| Error::Gpu("readback callback dropped".into()))?
+        .map_err(|e| Error::Gpu(format!("readback failed: {e}")))?;
+    let data = staging
+        .slice(..bytes)
+        .get_mapped_range()
+        .map_err(|e| Error::Gpu(format!("readback map failed: {e}")))?
+        .to_vec();
+    staging.unmap();
+    Ok(data)
+}
+
+/// Read `n` f32 values starting at element `offset`.
+pub fn read_f32(gpu: &Gpu, buf: &wgpu::Buffer, offset: usize, n: usize) -> Result<Vec<f32>> {
+    let bytes = read_back(gpu, buf, offset as u64 * 4, n as u64 * 4)?;
+    Ok(bytemuck::pod_collect_to_vec(&bytes))
+}

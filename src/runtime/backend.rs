@@ -1,0 +1,112 @@
+//! A loaded model on either engine, behind one type: the CLI and the app choose the backend
+//! at run time and the generation loop does not care which it is.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use super::generate::TextModel;
+use super::sampler::Sampler;
+use crate::cpu::forward::{CpuModel, KvCache, Logits};
+use crate::gguf::GgufFile;
+use crate::gpu::forward::{GpuCache, GpuModel};
+use crate::model::Config;
+use crate::Result;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[derive(clap::ValueEnum)]
+pub enum Backend {
+    /// The f32 reference on the CPU.
+    Cpu,
+    /// wgpu + WGSL kernels.
+    Gpu,
+}
+
+pub enum LoadedModel {
+    Cpu(CpuModel),
+    Gpu(GpuModel),
+}
+
+pub enum Cache {
+    Cpu(KvCache),
+    Gpu(GpuCache),
+}
+
+impl Backend {
+    pub fn load(self, file: Arc<GgufFile>, progress: &mut dyn FnMut(f32)) -> Result<LoadedModel> {
+        Ok(match self {
+            Backend::Cpu => {
+                let m = CpuModel::load(file)?;
+                progress(1.0);
+                LoadedModel::Cpu(m)
+            }
+            Backend::Gpu => LoadedModel::Gpu(GpuModel::load_with_progress(file, progress)?),
+        })
+    }
+}
+
+impl LoadedModel {
+    pub fn device_name(&self) -> String {
+        match self {
+            LoadedModel::Cpu(_) => "CPU (f32 reference)".into(),
+            LoadedModel::Gpu(m) => format!("{} ({:?})", m.k.gpu.info.name, m.k.gpu.info.backend),
+        }
+    }
+
+    /// Bytes of weights the engine holds (the CPU reference reads them from the memory map).
+    pub fn weight_bytes(&self) -> u64 {
+        match self {
+            LoadedModel::Cpu(m) => m.file.bytes().len() as u64,
+            LoadedModel::Gpu(m) => m.weight_bytes,
+        }
+    }
+
+    /// Bytes a KV cache of `capacity` tokens (plus activation buffers on the GPU) takes.
+    pub fn cache_bytes(&self, capacity: usize) -> u64 {
+        match self {
+            LoadedModel::Cpu(m) => m.cfg.kv_cache_bytes(capacity, capacity, 4),
+            LoadedModel::Gpu(m) => m.cache_bytes(capacity),
+        }
+    }
+}
+
+impl TextModel for LoadedModel {
+    type Cache = Cache;
+
+    fn config(&self) -> &Config {
+        match self {
+            LoadedModel::Cpu(m) => &m.cfg,
+            LoadedModel::Gpu(m) => &m.cfg,
+        }
+    }
+
+    fn new_cache(&self, capacity: usize) -> Cache {
+        match self {
+            LoadedModel::Cpu(m) => Cache::Cpu(m.new_cache(capacity)),
+            LoadedModel::Gpu(m) => Cache::Gpu(m.new_cache(capacity)),
+        }
+    }
+
+    fn cache_len(&self, cache: &Cache) -> usize {
+        match cache {
+            Cache::Cpu(c) => c.len(),
+            Cache::Gpu(c) => c.len(),
+        }
+    }
+
+    fn forward(&self, tokens: &[u32], cache: &mut Cache, which: Logits, cancel: &AtomicBool) -> Result<Vec<f32>> {
+        match (self, cache) {
+            (LoadedModel::Cpu(m), Cache::Cpu(c)) => TextModel::forward(m, tokens, c, which, cancel),
+            (LoadedModel::Gpu(m), Cache::Gpu(c)) => m.forward(tokens, c, which, cancel),
+            _ => Err(crate::Error::Input("a cache from the other backend was passed".into())),
+        }
+    }
+
+    fn next_token(&self, tokens: &[u32], cache: &mut Cache, sampler: &mut Sampler, history: &[u32], cancel: &AtomicBool) -> Result<u32> {
+        match (self, cache) {
+            (LoadedModel::Cpu(m), Cache::Cpu(c)) => m.next_token(tokens, c, sampler, history, cancel),
+            (LoadedModel::Gpu(m), Cache::Gpu(c)) => GpuModel::next_token(m, tokens, c, sampler, history, cancel),
+            _ => Err(crate::Error::Input("a cache from the other backend was passed".into())),
+        }
+    }
+}

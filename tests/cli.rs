@@ -1,0 +1,127 @@
+//! The `rullama` command line, run as a user would: a throwaway HOME/XDG profile, a fake
+//! Ollama store holding a fixture model, and the committed transformers references.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    /// A profile with an Ollama store that holds `tests/fixtures/g4_moe.f32.gguf` as `tiny:moe`.
+    fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("ollama");
+        let blob_src = common::fixture("g4_moe.f32.gguf");
+        let bytes = std::fs::read(&blob_src).unwrap();
+        let digest = "ab".repeat(32);
+        std::fs::create_dir_all(store.join("blobs")).unwrap();
+        std::fs::write(store.join(format!("blobs/sha256-{digest}")), &bytes).unwrap();
+        let mdir = store.join("manifests/registry.ollama.ai/library/tiny");
+        std::fs::create_dir_all(&mdir).unwrap();
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": format!("sha256:{digest}"), "size": bytes.len()}]
+        });
+        std::fs::write(mdir.join("moe"), manifest.to_string()).unwrap();
+        Env { dir }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let home = self.dir.path().join("home");
+        Command::new(env!("CARGO_BIN_EXE_rullama"))
+            .args(args)
+            .env("HOME", &home)
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .env("OLLAMA_MODELS", self.dir.path().join("ollama"))
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(o.status.success(), "rullama {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    fn err(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(!o.status.success(), "rullama {args:?} should fail");
+        String::from_utf8(o.stderr).unwrap()
+    }
+}
+
+#[test]
+fn list_shows_store_and_imported_models() {
+    let env = Env::new();
+    let out = env.ok(&["list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = v.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["tiny:moe"]);
+    assert!(v[0]["capabilities"].as_array().unwrap().iter().any(|c| c == "moe"));
+
+    let imported = common::fixture("g3_tiny.f32.gguf");
+    env.ok(&["import", imported.to_str().unwrap(), "--name", "tiny:g3"]);
+    let text = env.ok(&["list"]);
+    assert!(text.contains("tiny:moe") && text.contains("tiny:g3"), "{text}");
+    env.ok(&["forget", "tiny:g3"]);
+    assert!(!env.ok(&["list"]).contains("tiny:g3"));
+    assert!(imported.exists(), "forget never deletes the file");
+}
+
+#[test]
+fn info_shows_layer_plan() {
+    let env = Env::new();
+    let out = env.ok(&["info", "tiny:moe", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["metadata"]["general.architecture"], "gemma4");
+    let layers = v["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 4);
+    assert_eq!(layers[1]["kind"], "global");
+    assert_eq!(layers[1]["v"], false, "global layers of the MoE fixture have no attn_v");
+    let text = env.ok(&["info", "tiny:moe"]);
+    assert!(text.contains("V=K"), "{text}");
+}
+
+#[test]
+fn logits_match_the_transformers_reference() {
+    let env = Env::new();
+    let toks = rullama::npy::read::<i32>(common::fixture("g4_moe.tokens.npy")).unwrap().data;
+    let list: Vec<String> = toks.iter().map(|t| t.to_string()).collect();
+    let out = env.dir.path().join("l.npy");
+    env.ok(&["logits", "--model", "tiny:moe", "--tokens", &list.join(","), "--out", out.to_str().unwrap()]);
+    let got = rullama::npy::read::<f32>(&out).unwrap();
+    let want = rullama::npy::read::<f32>(common::fixture("g4_moe.logits.npy")).unwrap();
+    assert_eq!(got.shape, want.shape);
+    let max = got.data.iter().zip(&want.data).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    assert!(max < 2e-3, "max |Δ| {max}");
+}
+
+#[test]
+fn tokenize_and_run_on_the_demo_model() {
+    let env = Env::new();
+    let demo = common::demo_gguf();
+    let m = demo.to_str().unwrap();
+    let ids: Vec<u32> = serde_json::from_str(&env.ok(&["tokenize", "--model", m, "--text", "The capital of France is", "--bos"])).unwrap();
+    assert_eq!(ids, [2, 818, 5279, 529, 7001, 563], "ids published in the oracle notes (llama.cpp, HF)");
+    let out = env.ok(&["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8"]);
+    assert!(out.contains("France"), "a greedy continuation names France again: {out:?}");
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let env = Env::new();
+    assert!(env.err(&["info", "nope:missing"]).contains("not found"));
+    let junk = env.dir.path().join("junk.gguf");
+    std::fs::write(&junk, b"not a model").unwrap();
+    assert!(env.err(&["info", junk.to_str().unwrap()]).contains("GGUF"));
+    let e = env.err(&["logits", "--model", "tiny:moe", "--tokens", "2,999999", "--out", "/dev/null"]);
+    assert!(e.contains("outside the vocabulary"), "{e}");
+    assert!(env.err(&["run", "--model", "tiny:moe", "--prompt", "  "]).contains("empty"));
+    assert!(env.err(&["import", "/nonexistent/file.gguf"]).contains("file.gguf"));
+    assert!(!Path::new("/nonexistent").exists());
+}

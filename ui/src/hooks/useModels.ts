@@ -1,0 +1,109 @@
+import { useCallback, useEffect, useRef, useState } from 'react';
+import * as models from '../services/models';
+import { humanError } from '../lib/errors';
+import type { LoadedModel, LoadProgress, ModelEntry } from '../types';
+import { useNotices } from './useNotices';
+
+export interface ModelsState {
+  models: ModelEntry[];
+  current: LoadedModel | null;
+  /** Set while a model loads. */
+  loading: { name: string; progress: LoadProgress } | null;
+  refresh: () => Promise<void>;
+  load: (name: string) => Promise<LoadedModel | null>;
+  unload: () => Promise<void>;
+  importPaths: (paths: string[]) => Promise<void>;
+  pickAndImport: () => Promise<void>;
+  forget: (name: string) => Promise<void>;
+}
+
+export function useModels(): ModelsState {
+  const { notify } = useNotices();
+  const [list, setList] = useState<ModelEntry[]>([]);
+  const [current, setCurrent] = useState<LoadedModel | null>(null);
+  const [loading, setLoading] = useState<ModelsState['loading']>(null);
+  const loadingRef = useRef(false);
+
+  const refresh = useCallback(async () => {
+    try {
+      setList(await models.listModels());
+    } catch (e) {
+      notify('error', `Couldn't list models. ${humanError(e)}`);
+    }
+  }, [notify]);
+
+  useEffect(() => {
+    void refresh();
+    models.currentModel().then(setCurrent, () => setCurrent(null));
+  }, [refresh]);
+
+  const load = useCallback(
+    async (name: string) => {
+      if (loadingRef.current) return null;
+      loadingRef.current = true;
+      setLoading({ name, progress: { stage: 'Starting', fraction: 0 } });
+      try {
+        const loaded = await models.loadModel(name, (progress) => setLoading({ name, progress }));
+        setCurrent(loaded);
+        return loaded;
+      } catch (e) {
+        notify('error', `Couldn't load ${name}. ${humanError(e)}`);
+        // A failed load leaves whatever the backend kept (normally nothing, or the old model).
+        setCurrent(await models.currentModel().catch(() => null));
+        return null;
+      } finally {
+        loadingRef.current = false;
+        setLoading(null);
+      }
+    },
+    [notify],
+  );
+
+  const unload = useCallback(async () => {
+    try {
+      await models.unloadModel();
+      setCurrent(null);
+    } catch (e) {
+      notify('error', humanError(e));
+    }
+  }, [notify]);
+
+  const importPaths = useCallback(
+    async (paths: string[]) => {
+      for (const path of paths) {
+        try {
+          const entry = await models.importModel(path);
+          notify('info', `Imported ${entry.name}.`);
+        } catch (e) {
+          notify('error', `Couldn't import ${path}. ${humanError(e)}`);
+        }
+      }
+      await refresh();
+    },
+    [notify, refresh],
+  );
+
+  const pickAndImport = useCallback(async () => {
+    try {
+      const path = await models.pickGgufFile();
+      if (path) await importPaths([path]);
+    } catch (e) {
+      notify('error', humanError(e));
+    }
+  }, [importPaths, notify]);
+
+  const forget = useCallback(
+    async (name: string) => {
+      try {
+        await models.forgetModel(name);
+        if (current?.name === name) setCurrent(await models.currentModel().catch(() => null));
+      } catch (e) {
+        notify('error', humanError(e));
+      }
+      await refresh();
+    },
+    [current, notify, refresh],
+  );
+
+  return { models: list, current, loading, refresh, load, unload, importPaths, pickAndImport, forget };
+}

@@ -1,0 +1,42 @@
+// Save text as a file through a temporary blob link: no server, no remote URL, CSP-safe.
+import type { ExportFormat } from '../types';
+
+export function downloadText(filename: string, text: string, mime: string): void {
+  const url = URL.createObjectURL(new Blob([text], { type: mime }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = filename;
+  a.rel = 'noopener';
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  // Revoke later: some webviews read the blob after click() has returned.
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+export const EXPORT_MIME: Readonly<Record<ExportFormat, string>> = {
+  markdown: 'text/markdown;charset=utf-8',
+  json: 'application/json;charset=utf-8',
+};
+
+export const EXPORT_EXT: Readonly<Record<ExportFormat, string>> = { markdown: 'md', json: 'json' };
+
+/** A file name from a chat title: no path separators or control characters. */
+export function safeFilename(title: string, ext: string): string {
+  const base = title
+    .replace(/[\\/:*?"<>|\u0000-\u001f]+/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim()
+    .slice(0, 80);
+  return `${base || 'chat'}.${ext}`;
+}
+
+/** A picked file's text. FileReader rather than Blob.text(): older webviews lack the latter. */
+export function readFileText(file: Blob): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result ?? ''));
+    reader.onerror = () => reject(reader.error ?? new Error('could not read the file'));
+    reader.readAsText(file);
+  });
+}
