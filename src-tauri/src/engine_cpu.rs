@@ -33,8 +33,9 @@ impl Engine for CpuEngine {
         let weights = CpuModel::load(file.clone())?;
         progress(LoadProgress::new("Reading the tokenizer", 0.8));
         let tokenizer = Tokenizer::from_gguf(&file.gguf)?;
+        let chat = rullama::chat::is_chat_model(&file.gguf);
         progress(LoadProgress::new("Ready", 1.0));
-        Ok(Box::new(TextBackend { model: weights, tokenizer, template }))
+        Ok(Box::new(TextBackend { model: weights, tokenizer, template, chat }))
     }
 }
 
@@ -42,6 +43,8 @@ pub struct TextBackend<M> {
     pub model: M,
     pub tokenizer: Tokenizer,
     pub template: Template,
+    /// Instruction-tuned (has a chat format); `false` for base models.
+    pub chat: bool,
 }
 
 impl<M: TextModel + Send> Backend for TextBackend<M> {
@@ -51,6 +54,10 @@ impl<M: TextModel + Send> Backend for TextBackend<M> {
 
     fn context_length(&self) -> usize {
         self.model.config().context_length
+    }
+
+    fn is_chat(&self) -> bool {
+        self.chat
     }
 
     fn encode(&self, text: &str) -> rullama::Result<Vec<u32>> {
@@ -71,5 +78,94 @@ impl<M: TextModel + Send> Backend for TextBackend<M> {
                 runtime::StopReason::Cancelled => StopReason::Cancelled,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::paths::AppPaths;
+    use crate::services::Services;
+    use crate::services::history::Sampling;
+    use crate::services::stream::StreamEvent;
+    use crate::services::stream::testing::Collect;
+
+    fn services(dir: &Path) -> Services {
+        let ollama = dir.join("ollama");
+        std::fs::create_dir_all(&ollama).unwrap();
+        Services::open(AppPaths::new(dir.join("data")), Arc::new(CpuEngine), Some(vec![ollama])).unwrap()
+    }
+
+    /// Send `text` in a new chat with greedy sampling; returns the events and the chat id.
+    fn ask(s: &Services, text: &str, max_tokens: u32) -> (Vec<StreamEvent>, i64) {
+        let chat = s.history.create_chat(None).unwrap().id;
+        let greedy = Sampling { temperature: 0.0, max_tokens: Some(max_tokens), ..Sampling::default() };
+        s.history.update_chat_settings(chat, None, &greedy).unwrap();
+        let sink = Arc::new(Collect::default());
+        let reply = s.chat.send_message(chat, text, None, false, sink.clone()).unwrap();
+        reply.done.recv_timeout(Duration::from_secs(600)).unwrap();
+        (sink.events(), chat)
+    }
+
+    fn text_of(events: &[StreamEvent]) -> String {
+        events.iter().filter_map(|e| if let StreamEvent::Token { text, .. } = e { Some(text.as_str()) } else { None }).collect()
+    }
+
+    #[test]
+    fn the_tiny_fixture_loads_and_streams_a_reply() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = services(dir.path());
+        let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/g3_tiny.f32.gguf");
+        let name = s.models.import(&fixture).unwrap().name;
+        let stages = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let st = stages.clone();
+        let info = s.models.load(&name, Box::new(move |p| st.lock().unwrap().push(p.fraction))).unwrap();
+        assert_eq!((info.architecture.as_str(), info.context_length), ("gemma3", 512));
+        let fractions = stages.lock().unwrap().clone();
+        assert!(fractions.windows(2).all(|w| w[0] <= w[1]) && fractions.last() == Some(&1.0), "{fractions:?}");
+
+        let (events, chat) = ask(&s, "Hello there", 12);
+        let Some(StreamEvent::Stats { prompt_tokens, reply_tokens, context_used, context_max, .. }) =
+            events.iter().rev().find(|e| matches!(e, StreamEvent::Stats { .. })).cloned()
+        else {
+            panic!("{events:?}")
+        };
+        // The fixture is not instruction-tuned (its name says nothing of "it"), so the
+        // prompt is the message as text after BOS, tokenized by the model's own tokenizer.
+        assert!(!info.chat);
+        let file = GgufFile::open(&fixture).unwrap();
+        let expected = Tokenizer::from_gguf(&file.gguf).unwrap().encode("<bos>Hello there");
+        assert_eq!(expected[0], 2, "BOS is recognised in the text");
+        assert_eq!(prompt_tokens as usize, expected.len());
+        assert!((1..=12).contains(&reply_tokens), "{reply_tokens}");
+        assert_eq!((context_used, context_max), (prompt_tokens + reply_tokens, 512));
+        let saved = s.history.get_chat(chat).unwrap().messages.pop().unwrap();
+        assert_eq!(saved.content, text_of(&events));
+
+        // Greedy decoding is deterministic: the same question gets the same reply.
+        let (again, _) = ask(&s, "Hello there", 12);
+        assert_eq!(text_of(&again), text_of(&events));
+    }
+
+    /// The real Gemma 3 270M (fetched by `scripts/demo-model`) answers a factual question.
+    #[test]
+    fn the_demo_model_answers() {
+        let gguf = std::env::var_os("RULLAMA_DEMO_GGUF").map(PathBuf::from).unwrap_or_else(|| {
+            directories::BaseDirs::new().unwrap().data_dir().join("rullama/models/gemma-3-270m-q4_k_m.gguf")
+        });
+        assert!(gguf.is_file(), "the demo model is missing at {}; run `bash scripts/demo-model --fetch-only`", gguf.display());
+        let dir = tempfile::tempdir().unwrap();
+        let s = services(dir.path());
+        let name = s.models.import(&gguf).unwrap().name;
+        s.models.load(&name, Box::new(|_| {})).unwrap();
+        // The demo model is the base (pretrained) model: the reply continues the text.
+        assert_eq!(s.models.current().map(|m| m.chat), Some(false));
+        let (events, _) = ask(&s, "What is the capital of France?", 12);
+        let text = text_of(&events);
+        assert!(text.contains("Paris"), "{text:?}");
     }
 }

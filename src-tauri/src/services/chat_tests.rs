@@ -392,3 +392,21 @@ fn killed_mid_stream_keeps_what_was_shown() {
     assert_eq!(saved, expected);
     assert!(saved.len() == shown.len() || saved.len() == shown.len() + 1, "saved {} shown {}", saved.len(), shown.len());
 }
+
+#[test]
+fn a_base_model_continues_the_conversation_as_text() {
+    let mut engine = ScriptEngine::new(&["\n", "\nThe capital", " is Paris."]);
+    engine.chat = false;
+    let a = loaded(engine);
+    assert_eq!(a.s.models.current().map(|m| m.chat), Some(false));
+    let chat = a.s.history.create_chat(None).unwrap().id;
+    let sink = Arc::new(Collect::default());
+    let r1 = a.s.chat.send_message(chat, "What is the capital of France?", None, false, sink.clone()).unwrap();
+    wait(&r1);
+    assert_eq!(message(&a, r1.assistant_message_id).content, "The capital is Paris.");
+    let r2 = a.s.chat.send_message(chat, "And of Italy?", Some(r1.assistant_message_id), false, sink).unwrap();
+    wait(&r2);
+    let prompts = a.engine.prompts.lock().unwrap().clone();
+    assert_eq!(prompts[0], "<bos>What is the capital of France?");
+    assert_eq!(prompts[1], "<bos>What is the capital of France?\n\nThe capital is Paris.\n\nAnd of Italy?");
+}

@@ -65,6 +65,11 @@ pub trait Backend: Send {
     fn template(&self) -> Template;
     /// The model's own context limit.
     fn context_length(&self) -> usize;
+    /// Whether the model is instruction-tuned. A base model gets the conversation as
+    /// plain text to continue, since it never learned the turn format.
+    fn is_chat(&self) -> bool {
+        true
+    }
     /// Tokenize rendered prompt text (special-token strings become their ids).
     fn encode(&self, text: &str) -> rullama::Result<Vec<u32>>;
     /// Generate until a stop token, `max_tokens`, a full context or `cancel`; `on_token`

@@ -56,7 +56,8 @@ pub fn run(
 ) -> AppResult<Finish> {
     let template = backend.template();
     let options = RenderOptions { thinking: job.thinking, ..RenderOptions::default() };
-    let prompt_text = template.render(&job.messages, &options)?;
+    let chat = backend.is_chat();
+    let prompt_text = if chat { template.render(&job.messages, &options)? } else { plain_text(&job.messages) };
     let prompt = backend.encode(&prompt_text)?;
     let context_max = job.context.unwrap_or(usize::MAX).min(backend.context_length()).max(1);
     // One free position at least, or there is no room for a reply.
@@ -67,7 +68,8 @@ pub fn run(
         )));
     }
 
-    let mut parser = matches!(template, Template::Gemma4Small | Template::Gemma4Large).then(|| Parser::for_prompt(&prompt_text));
+    let gemma4 = matches!(template, Template::Gemma4Small | Template::Gemma4Large);
+    let mut parser = (chat && gemma4).then(|| Parser::for_prompt(&prompt_text));
     let sampling = sampling_options(&job.sampling);
     let req = GenRequest { prompt: &prompt, context: context_max, max_tokens: job.sampling.max_tokens.map_or(usize::MAX, |n| n as usize), sampling };
 
@@ -80,6 +82,7 @@ pub fn run(
         context_max: context_max as u32,
     };
     let pace = test_pace();
+    let mut started = false;
     let mut reply_tokens = 0u32;
     let mut first_token: Option<Instant> = None;
     let mut last_stats = Instant::now();
@@ -91,8 +94,14 @@ pub fn run(
         let first = *first_token.get_or_insert_with(Instant::now);
         match &mut parser {
             Some(p) => emit(p.feed(text), obs),
-            None if !text.is_empty() => obs.piece(text, false),
-            None => {}
+            None => {
+                // A base model's continuation starts with the paragraph break; drop it.
+                let text = if started { text } else { text.trim_start() };
+                started |= !text.is_empty();
+                if !text.is_empty() {
+                    obs.piece(text, false);
+                }
+            }
         }
         if last_stats.elapsed() >= STATS_INTERVAL {
             last_stats = Instant::now();
@@ -114,6 +123,12 @@ pub fn run(
     let finish = Finish { stop: end.stop, stats: stats(end.reply_tokens as u32, rate) };
     obs.stats(&finish.stats);
     Ok(finish)
+}
+
+/// A base model's prompt: BOS, then the conversation as paragraphs, for it to continue.
+fn plain_text(messages: &[ChatMessage]) -> String {
+    let parts: Vec<&str> = messages.iter().map(|m| m.content.trim()).filter(|c| !c.is_empty()).collect();
+    format!("<bos>{}", parts.join("\n\n"))
 }
 
 /// Debug builds only: `RULLAMA_TEST_TOKEN_DELAY_MS` slows every token down, so that the

@@ -20,6 +20,7 @@ pub struct ScriptEngine {
     pub pace: Duration,
     pub template: Template,
     pub context_length: usize,
+    pub chat: bool,
     /// Rendered prompts, in order, for assertions.
     pub prompts: Arc<Mutex<Vec<String>>>,
     /// Names of the models loaded, in order.
@@ -34,6 +35,7 @@ impl ScriptEngine {
             pace: Duration::ZERO,
             template: Template::Gemma3,
             context_length: 4096,
+            chat: true,
             prompts: Arc::default(),
             loads: Arc::default(),
         }
@@ -69,6 +71,10 @@ impl Backend for ScriptEngine {
 
     fn context_length(&self) -> usize {
         self.context_length
+    }
+
+    fn is_chat(&self) -> bool {
+        self.chat
     }
 
     fn encode(&self, text: &str) -> rullama::Result<Vec<u32>> {

@@ -32,6 +32,8 @@ pub struct LoadedModel {
     pub capabilities: Vec<String>,
     /// Weights, summed over every tensor.
     pub parameters: u64,
+    /// `false` for a base (not instruction-tuned) model: replies continue the text.
+    pub chat: bool,
     pub parameter_size: Option<String>,
     pub quantization: Option<String>,
     /// The model's own default system prompt (Ollama's SYSTEM layer).
@@ -48,6 +50,7 @@ impl LoadedModel {
             context_length: backend.context_length() as u64,
             capabilities: e.capabilities.clone(),
             parameters: e.parameters.unwrap_or(0),
+            chat: backend.is_chat(),
             parameter_size: e.parameter_size.clone(),
             quantization: e.quantization.clone(),
             default_system: m.system.clone().filter(|s| !s.trim().is_empty()),
