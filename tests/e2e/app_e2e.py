@@ -73,7 +73,13 @@ def visible(d, value):
     return [e for e in d.find_elements(*testid(value)) if e.is_displayed()]
 
 
+def text_content(element):
+    return element.get_attribute("textContent") or ""
+
+
 def shot(d, name):
+    # Let the webview paint what the DOM already shows.
+    time.sleep(0.3)
     SHOTS.mkdir(parents=True, exist_ok=True)
     d.save_screenshot(str(SHOTS / f"{name}.png"))
     print(f"  screenshot {name}.png")
@@ -102,6 +108,13 @@ def first_run(d):
     names = [m["name"] for m in invoke(d, "list_models")]
     assert MODEL in names, f"{MODEL} is listed from the fake Ollama store: {names}"
     shot(d, "01-first-run")
+
+    step("a chat with greedy sampling (the tiny model then writes until its context is full)")
+    chat = invoke(d, "create_chat", {"model": None})
+    greedy = {"temperature": 0, "top_k": 64, "top_p": 0.95, "min_p": 0, "repeat_penalty": 1, "seed": None, "max_tokens": None}
+    invoke(d, "update_chat_settings", {"id": chat["id"], "systemPrompt": None, "sampling": greedy})
+    d.refresh()
+    wait(d, "the new chat in the list", lambda d: visible(d, "chat-list-item"))[0].click()
 
     step("pick the model")
     visible(d, "model-picker")[0].click()
@@ -160,19 +173,18 @@ def first_run(d):
 
 def after_restart(d, before):
     step("after a restart the history is there")
-    wait(d, "the chat list", lambda d: visible(d, "chat-list-item"))
-    items = visible(d, "chat-list-item")
-    assert any(MARKER in i.text for i in items), [i.text for i in items]
+    # Titles are cut with an ellipsis by CSS, so match on the full text content.
+    items = wait(d, "the chat in the list", lambda d: [i for i in visible(d, "chat-list-item") if MARKER in text_content(i)])
     chat = current_chat(d)
     assert [m["content"] for m in chat["messages"]] == [m["content"] for m in before["messages"]]
     assert all(m["status"] in ("complete", "incomplete") for m in chat["messages"])
-    next(i for i in items if MARKER in i.text).click()
+    items[0].click()
     wait(d, "the conversation", lambda d: any(QUESTION in e.text for e in visible(d, "message-user")))
     wait(d, "the reply", lambda d: visible(d, "message-assistant"))
     shot(d, "07-after-restart")
 
     step("settings")
-    buttons = [b for b in d.find_elements(By.XPATH, "//button[normalize-space()='Settings']") if b.is_displayed()]
+    buttons = [b for b in d.find_elements(By.XPATH, "//button[contains(normalize-space(.), 'Settings')]") if b.is_displayed()]
     if buttons:
         buttons[0].click()
         time.sleep(0.5)
