@@ -109,6 +109,20 @@ def first_run(d):
     assert MODEL in names, f"{MODEL} is listed from the fake Ollama store: {names}"
     shot(d, "01-first-run")
 
+    step("the window may call the app's commands and listen to events, nothing else")
+    outcome = d.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "window.__TAURI__.core.invoke('plugin:window|set_title', {label: 'main', value: 'x'})"
+        "  .then(() => done('allowed'), e => done(String(e)));"
+    )
+    assert outcome != "allowed" and "not allowed" in outcome.lower(), outcome
+    outcome = d.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "window.__TAURI__.event.listen('rullama-e2e', () => {})"
+        "  .then(un => { un(); done('ok'); }, e => done(String(e)));"
+    )
+    assert outcome == "ok", outcome
+
     step("a chat with greedy sampling (the tiny model then writes until its context is full)")
     chat = invoke(d, "create_chat", {"model": None})
     greedy = {"temperature": 0, "top_k": 64, "top_p": 0.95, "min_p": 0, "repeat_penalty": 1, "seed": None, "max_tokens": None}

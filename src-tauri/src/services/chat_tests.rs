@@ -410,3 +410,19 @@ fn a_base_model_continues_the_conversation_as_text() {
     assert_eq!(prompts[0], "<bos>What is the capital of France?");
     assert_eq!(prompts[1], "<bos>What is the capital of France?\n\nThe capital is Paris.\n\nAnd of Italy?");
 }
+
+#[test]
+fn a_backend_that_panics_fails_the_reply_and_unloads() {
+    let a = loaded(ScriptEngine::new(&["Partial", crate::services::script_engine::PANIC]));
+    let chat = a.s.history.create_chat(None).unwrap().id;
+    let sink = Arc::new(Collect::default());
+    let reply = a.s.chat.send_message(chat, "Crash", None, false, sink.clone()).unwrap();
+    wait(&reply);
+    let StreamEvent::Error { message: text } = last(&sink.events()) else { panic!("{:?}", sink.events()) };
+    assert!(text.contains("unloaded"), "{text}");
+    let m = message(&a, reply.assistant_message_id);
+    assert_eq!((m.status, m.content.as_str()), (Status::Error, "Partial"));
+    assert!(a.s.models.current().is_none());
+    // The worker is still alive: the model loads again.
+    a.s.models.load(&a.model, Box::new(|_| {})).unwrap();
+}

@@ -12,6 +12,9 @@ use rullama::store::ResolvedModel;
 use super::engine::{Backend, Engine, GenEnd, GenRequest, LoadProgress};
 use super::stream::StopReason;
 
+/// A piece that makes the backend panic.
+pub const PANIC: &str = "\u{0}panic";
+
 #[derive(Clone)]
 pub struct ScriptEngine {
     pub pieces: Vec<String>,
@@ -95,6 +98,8 @@ impl Backend for ScriptEngine {
                 None => break StopReason::EndOfTurn,
             };
             std::thread::sleep(self.pace);
+            // A backend bug, for the worker's panic handling.
+            assert!(piece != PANIC, "scripted backend failure");
             on_token(&piece);
             n += 1;
             if n >= req.max_tokens {
