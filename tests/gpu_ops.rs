@@ -50,3 +50,273 @@ fn rms_norm_matches_cpu() {
         assert!(e < 1e-5, "rows {rows} n {n}: rel err {e}");
     }
 }
+
+fn up_u32(k: &Kernels, v: &[u32]) -> wgpu::Buffer {
+    kernel::upload(&k.gpu, "test", bytemuck::cast_slice(v))
+}
+
+fn read_u32(k: &Kernels, buf: &wgpu::Buffer, offset: usize, n: usize) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(&kernel::read_back(&k.gpu, buf, offset as u64 * 4, n as u64 * 4).unwrap())
+}
+
+fn batch(k: &Kernels) -> Batch {
+    Batch::new(Arc::clone(&k.gpu), 16)
+}
+
+/// RoPE angles reach ~1.3e5 rad; the kernel forms them exactly as the reference does and
+/// evaluates sin/cos to ~1e-7 absolute, so each rotated pair is off by a few 1e-7 of its
+/// magnitude. 1e-5 relative leaves margin while a frequency or angle that differs by even
+/// one f32 ulp at position 5000+ (~5e-4 rad) fails it.
+#[test]
+fn rope_neox_matches_cpu() {
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    // (n_tokens, n_heads, head_dim, pos0, base, factors, pos_scale, x_off)
+    type Case = (usize, usize, usize, usize, f32, bool, f32, usize);
+    let cases: [Case; 6] = [
+        (1, 1, 2, 0, 10000.0, false, 1.0, 0),
+        (3, 2, 8, 7, 10000.0, false, 1.0, 3),
+        (2, 3, 64, 5000, 10000.0, false, 1.0, 0),
+        (2, 2, 256, 5000, 10000.0, false, 0.125, 5),
+        (2, 1, 512, 131000, 1_000_000.0, true, 1.0, 1),
+        (3, 2, 32, 131070, 10000.0, true, 1.0, 0),
+    ];
+    for (n_tokens, n_heads, hd, pos0, base, with_factors, pos_scale, off) in cases {
+        let half = hd / 2;
+        // Gemma 4's proportional RoPE: ones, then 1e30 (unrotated); also a plain divisor.
+        let factors: Vec<f32> = (0..half).map(|j| if j < half / 4 { 1.0 } else if j % 3 == 0 { 4.0 } else { 1e30 }).collect();
+        let x = rand_vec(&mut rng, off + n_tokens * n_heads * hd);
+        let xb = up(&k, &x);
+        let fb = up(&k, &factors);
+        let mut b = batch(&k);
+        rullama::gpu::rope::rope_neox(&k, &mut b, &xb, off, n_tokens, n_heads, hd, pos0, base, with_factors.then_some(&fb), pos_scale)
+            .unwrap();
+        b.submit().unwrap();
+        let got = kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap();
+        let mut want = x.clone();
+        for (t, row) in want[off..].chunks_exact_mut(n_heads * hd).enumerate() {
+            ops::rope_neox(row, hd, pos0 + t, base, with_factors.then_some(&factors[..]), pos_scale);
+        }
+        assert_eq!(&got[..off], &x[..off], "elements before the offset are untouched");
+        let e = max_rel(&got, &want);
+        assert!(e < 1e-5, "hd {hd} pos0 {pos0}: rel err {e}");
+    }
+}
+
+/// Sums, products and their composition are single correctly rounded f32 operations on both
+/// sides, so they must agree exactly. GELU and softcap go through tanh, whose GPU and libm
+/// versions differ by a few ulp: 2e-6 of the output scale.
+#[test]
+fn elementwise_ops_match_cpu() {
+    use rullama::gpu::elementwise as ew;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+
+    // geglu on strided rows (per-layer slices of wider rows), with offsets.
+    let (rows, width, gs, us, go, uo) = (3, 37, 50, 41, 4, 2);
+    let gate = rand_vec(&mut rng, go + (rows - 1) * gs + width + 3);
+    let upv = rand_vec(&mut rng, uo + (rows - 1) * us + width);
+    let (gb, ub) = (up(&k, &gate), up(&k, &upv));
+    let mut b = batch(&k);
+    ew::geglu(&k, &mut b, &gb, go, gs, &ub, uo, us, rows, width).unwrap();
+    b.submit().unwrap();
+    let got = kernel::read_f32(&k.gpu, &gb, 0, gate.len()).unwrap();
+    let mut want = gate.clone();
+    for r in 0..rows {
+        ops::geglu(&mut want[go + r * gs..go + r * gs + width], &upv[uo + r * us..uo + r * us + width]);
+    }
+    let e = max_rel(&got, &want);
+    assert!(e < 2e-6, "geglu rel err {e}");
+    for r in 0..rows {
+        let gap = go + r * gs + width..(go + (r + 1) * gs).min(gate.len());
+        assert_eq!(&got[gap.clone()], &gate[gap], "geglu leaves the rest of each row alone");
+    }
+
+    // geglu_fused: [gate | up] rows in one buffer.
+    let (rows, width, off) = (5, 23, 3);
+    let x: Vec<f32> = rand_vec(&mut rng, off + rows * 2 * width).iter().map(|v| v * 3.0).collect();
+    let xb = up(&k, &x);
+    let mut b = batch(&k);
+    ew::geglu_fused(&k, &mut b, &xb, off, rows, width).unwrap();
+    b.submit().unwrap();
+    let got = kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap();
+    let mut want = x.clone();
+    ops::geglu_fused(&mut want[off..], width);
+    let e = max_rel(&got, &want);
+    assert!(e < 2e-6, "geglu_fused rel err {e}");
+
+    // softcap: values far past the cap must saturate, not turn into NaN.
+    let n = 1001;
+    let mut x: Vec<f32> = rand_vec(&mut rng, n + 2).iter().map(|v| v * 40.0).collect();
+    x[7] = 1e4;
+    x[8] = -3e5;
+    let xb = up(&k, &x);
+    let mut b = batch(&k);
+    ew::softcap(&k, &mut b, &xb, 2, n, 30.0).unwrap();
+    b.submit().unwrap();
+    let got = kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap();
+    let mut want = x.clone();
+    ops::softcap(&mut want[2..], 30.0);
+    assert!(got.iter().all(|v| v.is_finite()));
+    let e = max_rel(&got, &want);
+    assert!(e < 2e-6, "softcap rel err {e}");
+
+    // add, scale, add_scaled, scale_by: exact, over many workgroups and a ragged tail.
+    let n = 70001;
+    let x = rand_vec(&mut rng, n + 5);
+    let y = rand_vec(&mut rng, n + 1);
+    let s = [0.5f32, -1.7, 3.25];
+    let yb = up(&k, &y);
+    let sb = up(&k, &s);
+    let run = |f: &dyn Fn(&mut Batch, &wgpu::Buffer)| {
+        let xb = up(&k, &x);
+        let mut b = batch(&k);
+        f(&mut b, &xb);
+        b.submit().unwrap();
+        kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap()
+    };
+    let mut want = x.clone();
+    ops::add(&mut want[5..], &y[1..]);
+    assert_eq!(run(&|b, xb| ew::add(&k, b, xb, 5, &yb, 1, n).unwrap()), want, "add");
+    let mut want = x.clone();
+    ops::scale(&mut want[5..], -1.7);
+    assert_eq!(run(&|b, xb| ew::scale(&k, b, xb, 5, n, -1.7).unwrap()), want, "scale");
+    let mut want = x.clone();
+    ops::add_scaled(&mut want[5..], &y[1..], 0.707);
+    assert_eq!(run(&|b, xb| ew::add_scaled(&k, b, xb, 5, &yb, 1, n, 0.707).unwrap()), want, "add_scaled");
+    let mut want = x.clone();
+    ops::scale(&mut want[5..], s[2]);
+    assert_eq!(run(&|b, xb| ew::scale_by(&k, b, xb, 5, n, &sb, 2).unwrap()), want, "scale_by");
+}
+
+/// Attention outputs are convex combinations of V rows (|v| < 2). Logits are dot products
+/// of up to 512 terms summed in another order (relative error ~1e-6 of |logit| ≤ ~20), and
+/// the online softmax rescales in other steps than the two-pass reference; both move the
+/// weights by a few 1e-6 relative. 1e-5 of the output scale; a wrong mask, head or window
+/// shows as O(0.1).
+#[test]
+fn attention_matches_cpu() {
+    use rullama::gpu::attention as ga;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    // (n_tokens, n_heads, kv_heads, head_dim, v_head_dim, pos0, window, scale)
+    type Case = (usize, usize, usize, usize, usize, usize, usize, f32);
+    let cases: [Case; 8] = [
+        (1, 4, 2, 32, 32, 0, 0, 1.0),
+        (3, 4, 2, 64, 48, 5, 0, 0.125),
+        (4, 4, 1, 32, 40, 9, 5, 0.3),
+        (1, 4, 2, 256, 256, 230, 0, 0.0625),
+        (3, 4, 1, 256, 160, 201, 0, 0.0625),
+        (2, 4, 2, 64, 64, 210, 5, 0.125),
+        (70, 2, 1, 32, 33, 150, 100, 0.2),
+        (1, 2, 1, 512, 512, 140, 0, 0.044),
+    ];
+    for (n_tokens, n_heads, kv_heads, hd, vhd, pos0, window, scale) in cases {
+        let positions = pos0 + n_tokens;
+        let (q_off, out_off) = (3, 2);
+        let q = rand_vec(&mut rng, q_off + n_tokens * n_heads * hd);
+        let kc = rand_vec(&mut rng, positions * kv_heads * hd);
+        let vc = rand_vec(&mut rng, positions * kv_heads * vhd);
+        let shape = ops::AttnShape { n_tokens, n_heads, head_dim: hd, kv_heads, v_head_dim: vhd, pos0, window, scale };
+        let want = ops::attention(&q[q_off..], &kc, &vc, &shape);
+        let (qb, kb, vb) = (up(&k, &q), up(&k, &kc), up(&k, &vc));
+        for split in [false, true] {
+            let sentinel = vec![7.0f32; out_off + want.len() + 1];
+            let ob = up(&k, &sentinel);
+            let mut b = batch(&k);
+            let f = if split { ga::attention_split } else { ga::attention };
+            f(&k, &mut b, &qb, q_off, n_tokens, n_heads, hd, &kb, &vb, kv_heads, vhd, pos0, window, scale, &ob, out_off).unwrap();
+            b.submit().unwrap();
+            let got = kernel::read_f32(&k.gpu, &ob, 0, sentinel.len()).unwrap();
+            assert_eq!(&got[..out_off], &sentinel[..out_off]);
+            assert_eq!(got[out_off + want.len()], 7.0, "nothing written past the output");
+            let e = max_rel(&got[out_off..out_off + want.len()], &want);
+            assert!(e < 1e-5, "split {split} tokens {n_tokens} heads {n_heads}:{kv_heads} hd {hd}/{vhd} pos0 {pos0} window {window}: rel err {e}");
+        }
+    }
+}
+
+/// Routing picks experts by comparing probabilities: ids must match exactly (random logits
+/// have no near-ties; exact ties are built in and must resolve to the lower index). Weights
+/// differ by the GPU's exp (a few ulp): 1e-5 relative. The combination sums top_k products
+/// in the same order: 1e-6 of the output scale (fused multiply-add may round once less).
+#[test]
+fn moe_route_and_combine_match_cpu() {
+    use rullama::gpu::moe;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for (n, n_experts, top_k, off) in [(1, 4, 1, 0), (5, 37, 3, 2), (6, 128, 8, 1)] {
+        let mut logits = rand_vec(&mut rng, off + n * n_experts);
+        // Token 0: all equal (picks 0..top_k); token 1 (if any): a tie at the top.
+        logits[off..off + n_experts].fill(0.5);
+        if n > 1 {
+            let row = &mut logits[off + n_experts..off + 2 * n_experts];
+            row[n_experts - 1] = 9.0;
+            row[n_experts / 2] = 9.0;
+        }
+        let scale: Vec<f32> = (0..n_experts).map(|_| rng.random_range(0.5f32..2.0)).collect();
+        let (want_ids, want_w) = ops::moe_route(&logits[off..], n_experts, top_k, &scale);
+        let lb = up(&k, &logits);
+        let sb = up(&k, &scale);
+        let ids = kernel::storage(&k.gpu, "ids", (n * top_k * 4) as u64);
+        let wts = kernel::storage(&k.gpu, "weights", (n * top_k * 4) as u64);
+        let mut b = batch(&k);
+        moe::moe_route(&k, &mut b, &lb, off, n, n_experts, top_k, &sb, &ids, &wts).unwrap();
+        b.submit().unwrap();
+        let got_ids = read_u32(&k, &ids, 0, n * top_k);
+        let got_w = kernel::read_f32(&k.gpu, &wts, 0, n * top_k).unwrap();
+        assert_eq!(got_ids, want_ids, "{n_experts} experts top {top_k}");
+        let e = max_rel(&got_w, &want_w);
+        assert!(e < 1e-5, "{n_experts} experts top {top_k}: weight rel err {e}");
+
+        let d = 29;
+        let expert_out = rand_vec(&mut rng, n * top_k * d);
+        let want = ops::moe_combine(&expert_out, &want_w, top_k, d);
+        let eb = up(&k, &expert_out);
+        let ob = up(&k, &vec![7.0f32; 4 + n * d]);
+        let mut b = batch(&k);
+        moe::moe_combine(&k, &mut b, &eb, &wts, n, top_k, d, &ob, 4).unwrap();
+        b.submit().unwrap();
+        let got = kernel::read_f32(&k.gpu, &ob, 0, 4 + n * d).unwrap();
+        assert_eq!(&got[..4], &[7.0; 4]);
+        let e = max_rel(&got[4..], &want);
+        assert!(e < 1e-5, "combine rel err {e}");
+    }
+}
+
+/// Selection copies values, so ids and values must match the reference exactly. Values are
+/// quantised to produce many ties, which must resolve to the lower index. 50001 entries
+/// take two passes; 300000 with kk = 64 take three.
+#[test]
+fn argmax_and_top_k_match_cpu() {
+    use rullama::gpu::sample;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    for (n, off, quant) in [(1, 0, false), (37, 3, true), (4096, 0, true), (5000, 1, false), (50001, 2, true), (300000, 0, false)] {
+        let x: Vec<f32> = rand_vec(&mut rng, off + n).iter().map(|v| if quant { (v * 4.0).round() } else { *v }).collect();
+        let xb = up(&k, &x);
+        let out = up_u32(&k, &[9, 9, 9]);
+        let mut b = batch(&k);
+        sample::argmax(&k, &mut b, &xb, off, n, &out, 1).unwrap();
+        b.submit().unwrap();
+        let want = rullama::runtime::sampler::argmax(&x[off..]) as u32;
+        assert_eq!(read_u32(&k, &out, 0, 3), vec![9, want, 9], "argmax n {n}");
+
+        for kk in [1, 5, 64] {
+            if kk > n {
+                continue;
+            }
+            let want = ops::top_k_candidates(&x[off..], kk);
+            let ids = kernel::storage(&k.gpu, "ids", kk as u64 * 4);
+            let vals = kernel::storage(&k.gpu, "vals", kk as u64 * 4);
+            let mut b = batch(&k);
+            sample::top_k_candidates(&k, &mut b, &xb, off, n, kk, &ids, &vals).unwrap();
+            b.submit().unwrap();
+            let got: Vec<(u32, f32)> = read_u32(&k, &ids, 0, kk)
+                .into_iter()
+                .zip(kernel::read_f32(&k.gpu, &vals, 0, kk).unwrap())
+                .collect();
+            assert_eq!(got, want, "top {kk} of {n}");
+        }
+    }
+}

@@ -441,38 +441,31 @@ impl CpuModel {
         for row in z.chunks_exact_mut(d) {
             row.iter_mut().zip(&m.router_scale).for_each(|(v, s)| *v *= s / (d as f32).sqrt());
         }
-        let mut router_logits = ops::matmul(&z, n, &self.mat(&m.router)?)?;
+        let router_logits = ops::matmul(&z, n, &self.mat(&m.router)?)?;
         let mut y_in = x.to_vec();
         ops::rms_norm(&mut y_in, d, Some(&m.pre_norm_2), c.eps);
         let gate_up: Vec<QMatrix> = m.gate_up.iter().map(|w| self.mat(w)).collect::<Result<_>>()?;
         let down = self.mat(&m.down)?;
-        let mut out = vec![0f32; n * d];
-        for t in 0..n {
-            let p = &mut router_logits[t * mc.n_experts..(t + 1) * mc.n_experts];
-            ops::softmax(p);
-            let mut order: Vec<usize> = (0..mc.n_experts).collect();
-            order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
-            let chosen = &order[..mc.n_used];
-            let total: f32 = chosen.iter().map(|&e| p[e]).sum();
-            let yt = &y_in[t * d..(t + 1) * d];
-            for &e in chosen {
-                let (mut g, u) = match mc.gate_up {
-                    ExpertGateUp::Fused => {
-                        let gu = ops::matmul(yt, 1, &gate_up[0].slice_rows(e * 2 * fe, (e + 1) * 2 * fe))?;
-                        (gu[..fe].to_vec(), gu[fe..].to_vec())
-                    }
-                    ExpertGateUp::Split => (
-                        ops::matmul(yt, 1, &gate_up[0].slice_rows(e * fe, (e + 1) * fe))?,
-                        ops::matmul(yt, 1, &gate_up[1].slice_rows(e * fe, (e + 1) * fe))?,
-                    ),
-                };
-                ops::geglu(&mut g, &u);
-                let o = ops::matmul(&g, 1, &down.slice_rows(e * d, (e + 1) * d))?;
-                let wgt = p[e] / total * m.per_expert_scale[e];
-                out[t * d..(t + 1) * d].iter_mut().zip(&o).for_each(|(a, b)| *a += wgt * b);
-            }
+        let (ids, weights) = ops::moe_route(&router_logits, mc.n_experts, mc.n_used, &m.per_expert_scale);
+        let mut expert_out = vec![0f32; n * mc.n_used * d];
+        for (s, &e) in ids.iter().enumerate() {
+            let e = e as usize;
+            let yt = &y_in[(s / mc.n_used) * d..(s / mc.n_used + 1) * d];
+            let (mut g, u) = match mc.gate_up {
+                ExpertGateUp::Fused => {
+                    let gu = ops::matmul(yt, 1, &gate_up[0].slice_rows(e * 2 * fe, (e + 1) * 2 * fe))?;
+                    (gu[..fe].to_vec(), gu[fe..].to_vec())
+                }
+                ExpertGateUp::Split => (
+                    ops::matmul(yt, 1, &gate_up[0].slice_rows(e * fe, (e + 1) * fe))?,
+                    ops::matmul(yt, 1, &gate_up[1].slice_rows(e * fe, (e + 1) * fe))?,
+                ),
+            };
+            ops::geglu(&mut g, &u);
+            let o = ops::matmul(&g, 1, &down.slice_rows(e * d, (e + 1) * d))?;
+            expert_out[s * d..(s + 1) * d].copy_from_slice(&o);
         }
-        Ok(out)
+        Ok(ops::moe_combine(&expert_out, &weights, mc.n_used, d))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -531,31 +524,21 @@ impl CpuModel {
             .as_ref()
             .ok_or_else(|| Error::Gguf(format!("layer {li} reads the KV of layer {src}, which stores none")))?;
 
-        let group = nh / kvh;
-        let mut out = vec![0f32; n * nh * vhd];
-        let mut scores = Vec::new();
-        for t in 0..n {
-            let pos = pos0 + t;
-            let first = match plan.kind {
-                AttnKind::Sliding if c.sliding_window > 0 => (pos + 1).saturating_sub(c.sliding_window),
-                _ => 0,
-            };
-            for h in 0..nh {
-                let kvhead = h / group;
-                let qh = &q[(t * nh + h) * hd..(t * nh + h + 1) * hd];
-                scores.clear();
-                for p in first..=pos {
-                    let kp = &ck[(p * kvh + kvhead) * hd..(p * kvh + kvhead + 1) * hd];
-                    scores.push(ops::dot(qh, kp) * c.attn_scale);
-                }
-                ops::softmax(&mut scores);
-                let o = &mut out[(t * nh + h) * vhd..(t * nh + h + 1) * vhd];
-                for (s, p) in scores.iter().zip(first..=pos) {
-                    let vp = &cv[(p * kvh + kvhead) * vhd..(p * kvh + kvhead + 1) * vhd];
-                    o.iter_mut().zip(vp).for_each(|(a, b)| *a += s * b);
-                }
-            }
-        }
+        let window = match plan.kind {
+            AttnKind::Sliding => c.sliding_window,
+            AttnKind::Global => 0,
+        };
+        let shape = ops::AttnShape {
+            n_tokens: n,
+            n_heads: nh,
+            head_dim: hd,
+            kv_heads: kvh,
+            v_head_dim: vhd,
+            pos0,
+            window,
+            scale: c.attn_scale,
+        };
+        let out = ops::attention(&q, ck, cv, &shape);
         ops::matmul(&out, n, &self.mat(&w.o)?)
     }
 }

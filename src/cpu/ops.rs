@@ -25,7 +25,7 @@ pub fn rope_neox(x: &mut [f32], head_dim: usize, pos: usize, base: f32, factors:
     let half = head_dim / 2;
     for h in x.chunks_exact_mut(head_dim) {
         for j in 0..half {
-            let inv_freq = base.powf(-2.0 * j as f32 / head_dim as f32);
+            let inv_freq = rope_inv_freq(base, head_dim, j);
             let ff = factors.map_or(1.0, |f| f[j]);
             let theta = pos as f32 * scale * inv_freq / ff;
             let (s, c) = theta.sin_cos();
@@ -34,6 +34,12 @@ pub fn rope_neox(x: &mut [f32], head_dim: usize, pos: usize, base: f32, factors:
             h[j + half] = b * c + a * s;
         }
     }
+}
+
+/// `base^(-2j/head_dim)`, the frequency of RoPE pair `j` (shared with the GPU encoder, which
+/// uploads these so both sides turn by bit-identical angles).
+pub fn rope_inv_freq(base: f32, head_dim: usize, j: usize) -> f32 {
+    base.powf(-2.0 * j as f32 / head_dim as f32)
 }
 
 /// GELU, tanh approximation (`gelu_pytorch_tanh`).
@@ -45,6 +51,14 @@ pub fn gelu_tanh(x: f32) -> f32 {
 /// `gate <- gelu(gate) * up`.
 pub fn geglu(gate: &mut [f32], up: &[f32]) {
     gate.iter_mut().zip(up).for_each(|(g, u)| *g = gelu_tanh(*g) * u);
+}
+
+/// Rows of `[gate(width) | up(width)]`: the gate half becomes `gelu(gate) * up`.
+pub fn geglu_fused(x: &mut [f32], width: usize) {
+    for row in x.chunks_exact_mut(2 * width) {
+        let (g, u) = row.split_at_mut(width);
+        geglu(g, u);
+    }
 }
 
 /// In-place softmax.
@@ -69,6 +83,106 @@ pub fn scale(x: &mut [f32], s: f32) {
 
 pub fn add(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+}
+
+/// `x = (x + y) * s`.
+pub fn add_scaled(x: &mut [f32], y: &[f32], s: f32) {
+    x.iter_mut().zip(y).for_each(|(a, b)| *a = (*a + b) * s);
+}
+
+/// Shapes of one attention call (see `attention`).
+#[derive(Debug, Clone, Copy)]
+pub struct AttnShape {
+    pub n_tokens: usize,
+    pub n_heads: usize,
+    pub head_dim: usize,
+    pub kv_heads: usize,
+    pub v_head_dim: usize,
+    /// Position of the first query token.
+    pub pos0: usize,
+    /// Keys per query including itself (sliding window); 0 = all earlier positions.
+    pub window: usize,
+    pub scale: f32,
+}
+
+/// Causal attention of `q` (`[t][head][head_dim]`, RoPE'd) over cached keys and values
+/// (`[pos][kv_head][head_dim]`, `[pos][kv_head][v_head_dim]`, holding positions
+/// `0..pos0 + n_tokens`). Query `t` sits at `pos = pos0 + t` and sees keys
+/// `max(0, pos + 1 - window)..=pos` (all `..=pos` when `window` is 0); head `h` reads KV head
+/// `h / (n_heads / kv_heads)`. Returns `[t][head][v_head_dim]`.
+pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: &AttnShape) -> Vec<f32> {
+    let (nh, hd, kvh, vhd) = (s.n_heads, s.head_dim, s.kv_heads, s.v_head_dim);
+    let group = nh / kvh;
+    let mut out = vec![0f32; s.n_tokens * nh * vhd];
+    let mut scores = Vec::new();
+    for t in 0..s.n_tokens {
+        let pos = s.pos0 + t;
+        let first = if s.window > 0 { (pos + 1).saturating_sub(s.window) } else { 0 };
+        for h in 0..nh {
+            let kvhead = h / group;
+            let qh = &q[(t * nh + h) * hd..(t * nh + h + 1) * hd];
+            scores.clear();
+            for p in first..=pos {
+                let kp = &k[(p * kvh + kvhead) * hd..(p * kvh + kvhead + 1) * hd];
+                scores.push(dot(qh, kp) * s.scale);
+            }
+            softmax(&mut scores);
+            let o = &mut out[(t * nh + h) * vhd..(t * nh + h + 1) * vhd];
+            for (w, p) in scores.iter().zip(first..=pos) {
+                let vp = &v[(p * kvh + kvhead) * vhd..(p * kvh + kvhead + 1) * vhd];
+                o.iter_mut().zip(vp).for_each(|(a, b)| *a += w * b);
+            }
+        }
+    }
+    out
+}
+
+/// MoE routing (spec §6.6) for `logits` `[n][n_experts]`: per token, softmax over all
+/// experts, the `top_k` most probable (ties: lower index first), renormalised over those,
+/// times `per_expert_scale[e]`. Returns `(ids, weights)`, each `[n][top_k]` in that order.
+pub fn moe_route(logits: &[f32], n_experts: usize, top_k: usize, per_expert_scale: &[f32]) -> (Vec<u32>, Vec<f32>) {
+    let mut ids = Vec::with_capacity(logits.len() / n_experts * top_k);
+    let mut weights = Vec::with_capacity(ids.capacity());
+    let mut p = vec![0f32; n_experts];
+    for row in logits.chunks_exact(n_experts) {
+        p.copy_from_slice(row);
+        softmax(&mut p);
+        let mut order: Vec<usize> = (0..n_experts).collect();
+        order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+        let chosen = &order[..top_k];
+        let total: f32 = chosen.iter().map(|&e| p[e]).sum();
+        for &e in chosen {
+            ids.push(e as u32);
+            weights.push(p[e] / total * per_expert_scale[e]);
+        }
+    }
+    (ids, weights)
+}
+
+/// `out[t] = Σ_s weights[t*top_k + s] · expert_out[t*top_k + s]` (rows of `d`), summed in
+/// slot order.
+pub fn moe_combine(expert_out: &[f32], weights: &[f32], top_k: usize, d: usize) -> Vec<f32> {
+    let n = weights.len() / top_k;
+    let mut out = vec![0f32; n * d];
+    for (t, o) in out.chunks_exact_mut(d).enumerate() {
+        for s in t * top_k..(t + 1) * top_k {
+            let e = &expert_out[s * d..(s + 1) * d];
+            o.iter_mut().zip(e).for_each(|(a, b)| *a += weights[s] * b);
+        }
+    }
+    out
+}
+
+/// The `k` largest values of `x` as `(index, value)`, largest first; equal values keep index
+/// order, and -0.0 equals +0.0 (NaN counts as -inf).
+pub fn top_k_candidates(x: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+    let mut idx: Vec<u32> = (0..x.len() as u32).collect();
+    idx.sort_by(|&a, &b| {
+        let (va, vb) = (key(x[a as usize]), key(x[b as usize]));
+        vb.partial_cmp(&va).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
+    });
+    idx.into_iter().take(k).map(|i| (i, x[i as usize])).collect()
 }
 
 /// A weight matrix in its stored encoding: `rows` rows of `cols` elements (ggml `ne = [cols, rows]`).
@@ -151,6 +265,41 @@ pub fn matmul(x: &[f32], n: usize, w: &QMatrix) -> Result<Vec<f32>> {
     Ok(y)
 }
 
+/// Expert matmul (ggml's mul_mat_id): `w` stacks experts of `rows_per_expert` rows; for
+/// token t and slot s with e = `ids[t*top_k + s]`, output row `t*top_k + s` is expert e
+/// applied to x row `t*top_k + s` (`x_per_slot`) or t. Output `[n*top_k, rows_per_expert]`.
+pub fn matmul_experts(x: &[f32], n: usize, w: &QMatrix, rows_per_expert: usize, ids: &[u32], top_k: usize, x_per_slot: bool) -> Result<Vec<f32>> {
+    let rpe = rows_per_expert;
+    let experts = w.rows.checked_div(rpe).unwrap_or(0);
+    if rpe == 0 || !w.rows.is_multiple_of(rpe) || ids.len() != n * top_k || ids.iter().any(|&e| e as usize >= experts) {
+        return Err(Error::Input(format!("matmul_experts: {} ids for {n}x{top_k} slots over {experts} experts of {rpe} rows", ids.len())));
+    }
+    let x_rows = if x_per_slot { n * top_k } else { n };
+    if x.len() != x_rows * w.cols {
+        return Err(Error::Input(format!("matmul_experts: input {} is not {x_rows}x{}", x.len(), w.cols)));
+    }
+    let mut y = Vec::with_capacity(n * top_k * rpe);
+    for (j, &e) in ids.iter().enumerate() {
+        let xr = if x_per_slot { j } else { j / top_k };
+        let expert = w.slice_rows(e as usize * rpe, (e as usize + 1) * rpe);
+        y.extend(matmul(&x[xr * w.cols..(xr + 1) * w.cols], 1, &expert)?);
+    }
+    Ok(y)
+}
+
+/// Row gather: `scale ·` row `ids[t]` of `table`, for each id (`[ids.len(), cols]`).
+pub fn embed(table: &QMatrix, ids: &[u32], scale: f32) -> Result<Vec<f32>> {
+    let mut out = vec![0f32; ids.len() * table.cols];
+    for (&id, o) in ids.iter().zip(out.chunks_exact_mut(table.cols)) {
+        if id as usize >= table.rows {
+            return Err(Error::Input(format!("embed: id {id} is past the {} rows of the table", table.rows)));
+        }
+        table.row_into(id as usize, o)?;
+        o.iter_mut().for_each(|v| *v *= scale);
+    }
+    Ok(out)
+}
+
 /// Dot product with four independent accumulators (keeps the reference fast enough to run
 /// real models while staying a plain f32 sum).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -212,6 +361,31 @@ mod tests {
         assert!((gelu_tanh(1.0) - 0.841_192).abs() < 1e-6);
         assert!((gelu_tanh(-0.5) + 0.154_286).abs() < 1e-6);
         assert_eq!(gelu_tanh(0.0), 0.0);
+    }
+
+    #[test]
+    fn matmul_experts_picks_expert_rows_and_x_rows() {
+        // 3 experts of 2 rows over 4 columns; row r of expert e is all (10e + r).
+        let w: Vec<f32> = (0..3 * 2).flat_map(|row| [(10 * (row / 2) + row % 2) as f32; 4]).collect();
+        let m = QMatrix::new(GgmlType::F32, 4, 6, bytemuck::cast_slice(&w)).unwrap();
+        let x = [1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5];
+        // 2 tokens, top 2: token 0 -> experts 2, 0; token 1 -> experts 1, 1.
+        let y = matmul_experts(&x, 2, &m, 2, &[2, 0, 1, 1], 2, false).unwrap();
+        assert_eq!(y, [80.0, 84.0, 0.0, 4.0, 20.0, 22.0, 20.0, 22.0]);
+        // One x row per slot.
+        let xs = [x[..4].to_vec(), x[4..].to_vec(), x[..4].to_vec(), x[4..].to_vec()].concat();
+        let y = matmul_experts(&xs, 2, &m, 2, &[2, 0, 1, 1], 2, true).unwrap();
+        assert_eq!(y, [80.0, 84.0, 0.0, 2.0, 40.0, 44.0, 20.0, 22.0]);
+        assert!(matmul_experts(&x, 2, &m, 2, &[3, 0, 1, 1], 2, false).is_err(), "expert id past the stack");
+        assert!(matmul_experts(&x, 2, &m, 4, &[0, 0, 1, 1], 2, false).is_err(), "6 rows are not experts of 4");
+    }
+
+    #[test]
+    fn embed_scales_rows_and_rejects_bad_ids() {
+        let w: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let m = QMatrix::new(GgmlType::F32, 4, 3, bytemuck::cast_slice(&w)).unwrap();
+        assert_eq!(embed(&m, &[2, 0], 0.5).unwrap(), [4.0, 4.5, 5.0, 5.5, 0.0, 0.5, 1.0, 1.5]);
+        assert!(embed(&m, &[3], 1.0).is_err());
     }
 
     #[test]

@@ -204,7 +204,7 @@ impl Loader<'_> {
         let t = self.info(name)?.clone();
         let data = self.file.tensor_data(&t);
         self.bytes += data.len() as u64;
-        GpuMatrix::upload_stacked(self.k, name, t.ty, t.row_len() as usize, t.n_rows() as usize, data, rows_per_group)
+        GpuMatrix::upload_stacked(self.k, name, t.ty, t.row_len() as usize, t.n_rows() as usize, rows_per_group, data)
     }
 
     /// A small vector (norm weights, scales) expanded to f32.
@@ -403,7 +403,9 @@ impl GpuModel {
         let n = tokens.len();
         let c = &self.cfg;
         self.k.gpu.queue.write_buffer(&cache.s.ids, 0, bytemuck::cast_slice(tokens));
-        let mut b = self.batch(LAYERS_PER_SUBMIT);
+        // Decode records every layer into one submission; prefill submits layer groups.
+        let per_submit = if n > 1 { LAYERS_PER_SUBMIT } else { c.n_layers };
+        let mut b = self.batch(per_submit);
         matmul::embed(&self.k, &mut b, &self.token_embd, &cache.s.ids, 0, n, c.embed_scale, &cache.s.x, 0)?;
         self.per_layer_inputs(&mut b, cache, n)?;
         for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
@@ -411,7 +413,7 @@ impl GpuModel {
                 self.layer(&mut b, l.index, cache, n, pos0)?;
             }
             if n > 1 && (li + 1) * LAYERS_PER_SUBMIT < c.n_layers {
-                std::mem::replace(&mut b, self.batch(LAYERS_PER_SUBMIT)).submit()?;
+                std::mem::replace(&mut b, self.batch(per_submit)).submit()?;
                 // Let the GPU catch up so a cancel takes effect between layer groups.
                 self.k.gpu.wait()?;
                 if cancel.load(Ordering::Relaxed) {
@@ -542,7 +544,7 @@ impl GpuModel {
                 matmul::matmul_experts(k, b, fused, 2 * fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
                 elementwise::geglu_fused(k, b, &ms.gate_up, 0, n * kk, fe)?;
                 // The fused rows are [gate | up]; geglu_fused leaves the product in the gate half.
-                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, 2 * fe, n, &ms.down, 0)?;
+                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, 2 * fe, true, n, &ms.down, 0)?;
             }
             [gate, up] => {
                 matmul::matmul_experts(k, b, gate, fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
@@ -571,74 +573,37 @@ impl GpuModel {
         Ok(())
     }
 
-    /// Evaluate `tokens` after the cache and return logits (all rows, or the last).
-    pub fn forward(&self, tokens: &[u32], cache: &mut GpuCache, which: Logits, cancel: &AtomicBool) -> Result<Vec<f32>> {
-        self.check(tokens, cache)?;
-        let start = cache.len;
-        let v = self.cfg.vocab;
-        let mut out = Vec::new();
-        for chunk in tokens.chunks(MAX_BATCH) {
-            if let Err(e) = self.run_layers(chunk, cache, cancel) {
-                cache.len = start;
-                return Err(e);
-            }
-            let rows: Vec<usize> = match which {
-                Logits::All => (0..chunk.len()).collect(),
-                Logits::Last => vec![chunk.len() - 1],
-            };
-            if which == Logits::Last && chunk.as_ptr_range().end != tokens.as_ptr_range().end {
-                continue;
-            }
-            for group in rows.chunks(LOGIT_ROWS) {
-                let mut b = self.batch(1);
-                self.head(&mut b, &cache.s, group[0], group.len())?;
-                b.submit()?;
-                out.extend(kernel::read_f32(&self.k.gpu, &cache.s.logits, 0, group.len() * v)?);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Evaluate `tokens` and pick the next token on the GPU: greedy → argmax; otherwise the
-    /// 64 best candidates come back and the sampler finishes on them. Repetition penalty
-    /// needs every logit, so then all of them are read.
-    pub fn next_token(
+    /// Run `tokens` in chunks of MAX_BATCH, calling `after` with each chunk's length once its
+    /// hidden states are in `s.x`. On any error the cache is left as it was.
+    fn evaluate(
         &self,
         tokens: &[u32],
         cache: &mut GpuCache,
-        sampler: &mut Sampler,
-        history: &[u32],
         cancel: &AtomicBool,
-    ) -> Result<u32> {
-        let o = sampler.opts.clone();
-        if o.repeat_penalty != 1.0 || (o.temperature > 0.0 && (o.top_k == 0 || o.top_k > 64)) {
-            let logits = self.forward(tokens, cache, Logits::Last, cancel)?;
-            return Ok(sampler.sample(&logits, history));
-        }
+        mut after: impl FnMut(&GpuCache, usize) -> Result<()>,
+    ) -> Result<()> {
         self.check(tokens, cache)?;
         let start = cache.len;
         for chunk in tokens.chunks(MAX_BATCH) {
-            if let Err(e) = self.run_layers(chunk, cache, cancel) {
+            if let Err(e) = self.run_layers(chunk, cache, cancel).and_then(|_| after(cache, chunk.len())) {
                 cache.len = start;
                 return Err(e);
             }
         }
-        let last = (tokens.len() - 1) % MAX_BATCH;
-        let s = &cache.s;
-        let mut b = self.batch(1);
-        self.head(&mut b, s, last, 1)?;
+        Ok(())
+    }
+
+    /// Logits of rows `rows` of the current chunk, LOGIT_ROWS at a time.
+    fn logits_of(&self, cache: &GpuCache, rows: std::ops::Range<usize>, out: &mut Vec<f32>) -> Result<()> {
         let v = self.cfg.vocab;
-        if o.temperature <= 0.0 {
-            sample::argmax(&self.k, &mut b, &s.logits, 0, v, &s.picked, 0)?;
+        for r0 in rows.clone().step_by(LOGIT_ROWS) {
+            let n = LOGIT_ROWS.min(rows.end - r0);
+            let mut b = self.batch(1);
+            self.head(&mut b, &cache.s, r0, n)?;
             b.submit()?;
-            let id = kernel::read_back(&self.k.gpu, &s.picked, 0, 4)?;
-            return Ok(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+            out.extend(kernel::read_f32(&self.k.gpu, &cache.s.logits, 0, n * v)?);
         }
-        sample::top_k_candidates(&self.k, &mut b, &s.logits, 0, v, 64, &s.cand_ids, &s.cand_vals)?;
-        b.submit()?;
-        let ids: Vec<u32> = bytemuck::pod_collect_to_vec(&kernel::read_back(&self.k.gpu, &s.cand_ids, 0, 64 * 4)?);
-        let vals = kernel::read_f32(&self.k.gpu, &s.cand_vals, 0, 64)?;
-        Ok(ids[sampler.sample(&vals, &[]) as usize])
+        Ok(())
     }
 }
 
@@ -658,9 +623,23 @@ impl TextModel for GpuModel {
     }
 
     fn forward(&self, tokens: &[u32], cache: &mut GpuCache, which: Logits, cancel: &AtomicBool) -> Result<Vec<f32>> {
-        GpuModel::forward(self, tokens, cache, which, cancel)
+        let mut out = Vec::new();
+        let total = tokens.len();
+        let mut done = 0;
+        self.evaluate(tokens, cache, cancel, |cache, n| {
+            done += n;
+            match which {
+                Logits::All => self.logits_of(cache, 0..n, &mut out),
+                Logits::Last if done == total => self.logits_of(cache, n - 1..n, &mut out),
+                Logits::Last => Ok(()),
+            }
+        })?;
+        Ok(out)
     }
 
+    /// Evaluate `tokens` and pick the next token on the GPU: greedy → argmax; otherwise the
+    /// 64 best candidates come back and the sampler finishes on them. Repetition penalty
+    /// and unbounded top-k need every logit, so then all of them are read.
     fn next_token(
         &self,
         tokens: &[u32],
@@ -669,6 +648,30 @@ impl TextModel for GpuModel {
         history: &[u32],
         cancel: &AtomicBool,
     ) -> Result<u32> {
-        GpuModel::next_token(self, tokens, cache, sampler, history, cancel)
+        let o = sampler.opts.clone();
+        if o.repeat_penalty != 1.0 || (o.temperature > 0.0 && (o.top_k == 0 || o.top_k > 64)) {
+            let logits = self.forward(tokens, cache, Logits::Last, cancel)?;
+            return Ok(sampler.sample(&logits, history));
+        }
+        let mut last = 0;
+        self.evaluate(tokens, cache, cancel, |_, n| {
+            last = n - 1;
+            Ok(())
+        })?;
+        let s = &cache.s;
+        let mut b = self.batch(1);
+        self.head(&mut b, s, last, 1)?;
+        let v = self.cfg.vocab;
+        if o.temperature <= 0.0 {
+            sample::argmax(&self.k, &mut b, &s.logits, 0, v, &s.picked, 0)?;
+            b.submit()?;
+            let id = kernel::read_back(&self.k.gpu, &s.picked, 0, 4)?;
+            return Ok(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+        }
+        sample::top_k_candidates(&self.k, &mut b, &s.logits, 0, v, 64, &s.cand_ids, &s.cand_vals)?;
+        b.submit()?;
+        let ids: Vec<u32> = bytemuck::pod_collect_to_vec(&kernel::read_back(&self.k.gpu, &s.cand_ids, 0, 64 * 4)?);
+        let vals = kernel::read_f32(&self.k.gpu, &s.cand_vals, 0, 64)?;
+        Ok(ids[sampler.sample(&vals, &[]) as usize])
     }
 }

@@ -45,12 +45,39 @@ pub struct Kernels {
     cache: Mutex<HashMap<String, Arc<Kernel>>>,
     /// Bound where a kernel's optional input is absent (a binding cannot be left empty).
     pub dummy: wgpu::Buffer,
+    /// Kernels with a subgroup variant use it. Starts as `gpu.subgroups`; clearing it
+    /// selects the workgroup-memory variants (tests run both in one process).
+    pub use_subgroups: bool,
+    /// Constant tables and scratch space that encoders need beside their arguments, made
+    /// on first use and reused (keyed by the encoder).
+    buffers: Mutex<HashMap<String, wgpu::Buffer>>,
 }
 
 impl Kernels {
     pub fn new(gpu: Arc<Gpu>) -> Kernels {
         let dummy = storage(&gpu, "dummy", 16);
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy }
+        let use_subgroups = gpu.subgroups;
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, buffers: Mutex::new(HashMap::new()) }
+    }
+
+    /// A constant f32 table cached under `key` (the key must name everything `build` reads).
+    pub fn table(&self, key: &str, build: impl FnOnce() -> Vec<f32>) -> wgpu::Buffer {
+        let mut m = self.buffers.lock().expect("buffer cache lock");
+        m.entry(key.to_string()).or_insert_with(|| upload(&self.gpu, key, bytemuck::cast_slice(&build()))).clone()
+    }
+
+    /// A scratch buffer of at least `bytes` cached under `key`; grown (replaced) when too
+    /// small. Dispatches of one batch that share it run in order, so reuse is safe.
+    pub fn scratch(&self, key: &str, bytes: u64) -> wgpu::Buffer {
+        let mut m = self.buffers.lock().expect("buffer cache lock");
+        match m.get(key) {
+            Some(b) if b.size() >= bytes => b.clone(),
+            _ => {
+                let b = storage(&self.gpu, key, bytes.next_power_of_two());
+                m.insert(key.to_string(), b.clone());
+                b
+            }
+        }
     }
 
     /// The kernel cached under `key`, compiling `build()` on first use.

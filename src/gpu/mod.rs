@@ -1,18 +1,79 @@
 //! The GPU engine: wgpu device, kernels (WGSL under shaders/), weight upload and the
 //! chained forward pass. Each op family has a module whose functions record dispatches
-//! into a `Batch`; their CPU twins live in `cpu::ops` and parity tests in tests/gpu_ops.rs.
+//! into a `Batch`; their CPU twins live in `cpu::ops` and parity tests in tests/gpu_ops.rs
+//! (matmul family: tests/gpu_matmul.rs).
 
+pub mod attention;
 pub mod device;
+pub mod elementwise;
 pub mod kernel;
+pub mod matmul;
+pub mod forward;
+pub mod moe;
 pub mod norm;
+pub mod rope;
+pub mod sample;
+pub mod weights;
 
 pub use device::Gpu;
 pub use kernel::{Access, Batch, Kernel, KernelSource, Kernels};
+pub use weights::GpuMatrix;
+
+use crate::{Error, Result};
 
 /// Shader files, embedded at build time. `common/*` snippets are prepended where used.
 pub mod shaders {
     pub const REDUCE: &str = include_str!("../../shaders/common/reduce.wgsl");
+    pub const MATH: &str = include_str!("../../shaders/common/math.wgsl");
     pub const RMS_NORM: &str = include_str!("../../shaders/norm/rms_norm.wgsl");
+    pub const MATMUL: &str = include_str!("../../shaders/matmul/matmul.wgsl");
+    pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
+    pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
+    pub const EMBED: &str = include_str!("../../shaders/matmul/embed.wgsl");
+
+    use crate::gguf::GgmlType;
+
+    const QUANT_COMMON: &str = include_str!("../../shaders/quant/common.wgsl");
+    const K4_SCALES: &str = include_str!("../../shaders/quant/k4_scales.wgsl");
+
+    /// The WGSL defining `QK`, `QB` and `dq4` for weights of type `ty` (with their
+    /// helpers), or None when the GPU has no kernel for it. This is the one list of
+    /// weight types the GPU takes.
+    pub fn quant(ty: GgmlType) -> Option<Vec<&'static str>> {
+        let own = match ty {
+            GgmlType::F32 => include_str!("../../shaders/quant/f32.wgsl"),
+            GgmlType::F16 => include_str!("../../shaders/quant/f16.wgsl"),
+            GgmlType::BF16 => include_str!("../../shaders/quant/bf16.wgsl"),
+            GgmlType::Q4_0 => include_str!("../../shaders/quant/q4_0.wgsl"),
+            GgmlType::Q4_1 => include_str!("../../shaders/quant/q4_1.wgsl"),
+            GgmlType::Q5_0 => include_str!("../../shaders/quant/q5_0.wgsl"),
+            GgmlType::Q5_1 => include_str!("../../shaders/quant/q5_1.wgsl"),
+            GgmlType::Q8_0 => include_str!("../../shaders/quant/q8_0.wgsl"),
+            GgmlType::Q4_K => include_str!("../../shaders/quant/q4_k.wgsl"),
+            GgmlType::Q5_K => include_str!("../../shaders/quant/q5_k.wgsl"),
+            GgmlType::Q6_K => include_str!("../../shaders/quant/q6_k.wgsl"),
+            _ => return None,
+        };
+        let mut parts = vec![QUANT_COMMON];
+        if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+            parts.push(K4_SCALES);
+        }
+        parts.push(own);
+        Some(parts)
+    }
+    pub const ROPE_NEOX: &str = include_str!("../../shaders/rope/rope_neox.wgsl");
+    pub const GEGLU: &str = include_str!("../../shaders/elementwise/geglu.wgsl");
+    pub const GEGLU_FUSED: &str = include_str!("../../shaders/elementwise/geglu_fused.wgsl");
+    pub const ADD: &str = include_str!("../../shaders/elementwise/add.wgsl");
+    pub const SCALE: &str = include_str!("../../shaders/elementwise/scale.wgsl");
+    pub const SOFTCAP: &str = include_str!("../../shaders/elementwise/softcap.wgsl");
+    pub const ADD_SCALED: &str = include_str!("../../shaders/elementwise/add_scaled.wgsl");
+    pub const SCALE_BY: &str = include_str!("../../shaders/elementwise/scale_by.wgsl");
+    pub const ATTENTION: &str = include_str!("../../shaders/attention/attention.wgsl");
+    pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention/attention_merge.wgsl");
+    pub const MOE_ROUTE: &str = include_str!("../../shaders/moe/moe_route.wgsl");
+    pub const MOE_COMBINE: &str = include_str!("../../shaders/moe/moe_combine.wgsl");
+    pub const TOP_K_CANDIDATES: &str = include_str!("../../shaders/sample/top_k_candidates.wgsl");
 }
 
 /// Concatenate shader parts into one module source.
@@ -30,4 +91,45 @@ pub fn grid_1d(groups: usize, max_per_dim: u32) -> ([u32; 3], u32) {
     let y = groups.div_ceil(max);
     let x = groups.div_ceil(y);
     ([x as u32, y as u32, 1], x as u32)
+}
+
+/// Record one dispatch of the kernel `name` (compiled once from `parts`, entry `main`) over
+/// `groups` workgroups spread by `grid_1d`; `params` receives the grid's x extent.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch<P: bytemuck::Pod>(
+    k: &Kernels,
+    b: &mut Batch,
+    name: &str,
+    parts: &[&str],
+    access: &[Access],
+    buffers: &[&wgpu::Buffer],
+    groups: usize,
+    params: impl FnOnce(u32) -> P,
+) -> Result<()> {
+    let kernel = k.get(name, || KernelSource {
+        name: name.to_string(),
+        code: compose(parts),
+        entry: "main",
+        buffers: access.to_vec(),
+    })?;
+    let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
+    b.dispatch(&kernel, buffers, &params(groups_x), grid)
+}
+
+/// A size or offset as the u32 the shaders index with.
+pub(crate) fn u32_of(v: usize, what: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::Input(format!("{what} = {v} is too large for a GPU index")))
+}
+
+/// Each `(buffer, elements)` must hold that many 4-byte elements; `op` names the caller.
+pub(crate) fn check_fits(op: &str, need: &[(&wgpu::Buffer, usize)]) -> Result<()> {
+    for (i, (buf, n)) in need.iter().enumerate() {
+        if (*n as u64) * 4 > buf.size() {
+            return Err(Error::Input(format!(
+                "{op}: buffer {i} holds {} elements, the call needs {n}",
+                buf.size() / 4
+            )));
+        }
+    }
+    Ok(())
 }

@@ -105,7 +105,7 @@ impl TextModel for LoadedModel {
     fn next_token(&self, tokens: &[u32], cache: &mut Cache, sampler: &mut Sampler, history: &[u32], cancel: &AtomicBool) -> Result<u32> {
         match (self, cache) {
             (LoadedModel::Cpu(m), Cache::Cpu(c)) => m.next_token(tokens, c, sampler, history, cancel),
-            (LoadedModel::Gpu(m), Cache::Gpu(c)) => GpuModel::next_token(m, tokens, c, sampler, history, cancel),
+            (LoadedModel::Gpu(m), Cache::Gpu(c)) => m.next_token(tokens, c, sampler, history, cancel),
             _ => Err(crate::Error::Input("a cache from the other backend was passed".into())),
         }
     }

@@ -1,6 +1,6 @@
 //! Sessions: sampling, stop rules, the generation loop.
 
-// pub mod backend; (enabled when the GPU kernels land)
+pub mod backend;
 pub mod generate;
 pub mod sampler;
 pub mod snapshot;

@@ -14,8 +14,7 @@ use rullama::store::{Catalog, ResolvedModel, StoreOptions, imported};
 use rullama::tokenizer::Tokenizer;
 use rullama::{Error, Result};
 
-mod backend;
-pub use backend::Backend;
+pub use rullama::runtime::backend::Backend;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -373,7 +372,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
     let report = BenchReport {
         model: r.entry.name.clone(),
         backend: format!("{:?}", a.backend).to_lowercase(),
-        device: "CPU".into(),
+        device: m.device_name(),
         load_s,
         prompt_tokens: a.prompt_tokens,
         gen_tokens: a.gen_tokens,
@@ -381,8 +380,8 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         ttft_ms: ttft * 1e3,
         decode_tok_s: a.gen_tokens as f64 / decode,
         decode_ms_per_token: decode * 1e3 / a.gen_tokens.max(1) as f64,
-        weight_bytes: m.file.bytes().len() as u64,
-        cache_bytes: cfg.kv_cache_bytes(ctx, ctx, 4),
+        weight_bytes: m.weight_bytes(),
+        cache_bytes: m.cache_bytes(ctx),
     };
     if a.json {
         return json(&report);

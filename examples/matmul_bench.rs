@@ -1,0 +1,75 @@
+//! Micro-benchmark of the GPU matmul: decode matvec bandwidth (GB/s of weights read) for
+//! 2048x2048 matrices (Q4_K, Q8_0, Q6_K, F16) and prefill (512 tokens) GFLOP/s, plus decode
+//! through a 262144x640 Q8_0 LM head (Gemma 3 270M's, large enough to show bandwidth rather
+//! than dispatch cost). Prints numbers only; weights are random valid blocks (speed does
+//! not depend on the values).
+//!
+//! `cargo run --release --example matmul_bench [reps]` (RULLAMA_ADAPTER picks the GPU).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rullama::gguf::GgmlType;
+use rullama::gpu::matmul::matmul;
+use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, kernel};
+
+/// Random blocks with finite f16 scales at the type's scale fields (first f16 of the block,
+/// or the last for Q6_K).
+fn random_blocks(ty: GgmlType, cols: usize, rows: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let bytes = cols * rows / ty.block_elems() * ty.block_bytes();
+    let mut data: Vec<u8> = (0..bytes).map(|_| next() as u8).collect();
+    let scale = half::f16::from_f32(0.01).to_le_bytes();
+    let field = if ty == GgmlType::Q6_K { 208 } else { 0 };
+    for b in data.chunks_exact_mut(ty.block_bytes()) {
+        b[field..field + 2].copy_from_slice(&scale);
+        if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q4_1 | GgmlType::Q5_1) {
+            b[2..4].copy_from_slice(&scale);
+        }
+    }
+    data
+}
+
+/// Seconds per matmul, over `reps` dispatches recorded in one batch.
+fn time(k: &Kernels, w: &GpuMatrix, n: usize, reps: usize) -> rullama::Result<f64> {
+    let x = kernel::upload(&k.gpu, "x", bytemuck::cast_slice(&vec![0.5f32; n * w.cols]));
+    let y = kernel::storage(&k.gpu, "y", (n * w.rows * 4) as u64);
+    let run = |reps: usize| -> rullama::Result<f64> {
+        let mut b = Batch::new(Arc::clone(&k.gpu), reps * w.tiles().len());
+        for _ in 0..reps {
+            matmul(k, &mut b, w, &x, 0, n, &y, 0)?;
+        }
+        let t0 = Instant::now();
+        b.submit()?;
+        k.gpu.wait()?;
+        Ok(t0.elapsed().as_secs_f64())
+    };
+    run(2)?; // compile and warm up
+    Ok(run(reps)? / reps as f64)
+}
+
+fn main() -> rullama::Result<()> {
+    let reps: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let k = Kernels::new(Gpu::get()?);
+    println!("adapter: {} ({:?}), subgroups {}", k.gpu.info.name, k.gpu.info.backend, k.gpu.subgroups);
+    let (cols, rows) = (2048, 2048);
+    for ty in [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::F16] {
+        let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &random_blocks(ty, cols, rows, 42))?;
+        let t = time(&k, &w, 1, reps)?;
+        println!("{ty:5} decode  {rows}x{cols}: {:8.2} us  {:7.1} GB/s", t * 1e6, w.bytes() as f64 / t / 1e9);
+        let n = 512;
+        let t = time(&k, &w, n, (reps / 10).max(2))?;
+        println!("{ty:5} prefill {rows}x{cols} x {n}: {:8.2} us  {:7.1} GFLOP/s", t * 1e6, 2.0 * (n * rows * cols) as f64 / t / 1e9);
+    }
+    let (ty, cols, rows) = (GgmlType::Q8_0, 640, 262_144);
+    let w = GpuMatrix::upload(&k, "lm_head", ty, cols, rows, &random_blocks(ty, cols, rows, 7))?;
+    let t = time(&k, &w, 1, reps / 4)?;
+    println!("{ty:5} decode  {rows}x{cols}: {:8.2} us  {:7.1} GB/s", t * 1e6, w.bytes() as f64 / t / 1e9);
+    Ok(())
+}

@@ -1,0 +1,22 @@
+// x[x_off + i] *= s[s_idx] for i < n: a scalar that lives on the GPU (layer_output_scale).
+const WG: u32 = 256u;
+
+struct Params {
+    n: u32,
+    x_off: u32,
+    s_idx: u32,
+    groups_x: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read> s: array<f32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = (wg.x + wg.y * p.groups_x) * WG + lid;
+    if (i >= p.n) {
+        return;
+    }
+    x[p.x_off + i] *= s[p.s_idx];
+}

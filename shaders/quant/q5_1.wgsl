@@ -1,0 +1,14 @@
+// Q5_1, 32 elements in 24 bytes: d f16 @0, m f16 @2, qh u32 @4, qs[16] @8 (as Q5_0).
+// y = d * q + m.
+const QK: u32 = 32u;
+const QB: u32 = 24u;
+
+fn dq4(row_byte: u32, k4: u32) -> vec4<f32> {
+    let e = 4u * k4;
+    let b = row_byte + (e / QK) * QB;
+    let i = e % QK;
+    let dm = unpack2x16float(w[b >> 2u]);
+    let lo = (w[(b + 8u + (i & 15u)) >> 2u] >> (4u * (i >> 4u))) & 0x0F0F0F0Fu;
+    let hi = spread4(w[(b + 4u) >> 2u] >> i) << 4u;
+    return dm.x * bytes4(lo | hi) + dm.y;
+}

@@ -1,0 +1,224 @@
+//! Causal (optionally sliding-window) GQA attention over a KV cache, flash style
+//! (`shaders/attention/attention.wgsl`, `attention_merge.wgsl`); CPU twin:
+//! `cpu::ops::attention`.
+//!
+//! `attention` runs one workgroup per (token, head): right for prefill, where tokens × heads
+//! fill the GPU. `attention_split` also splits each query's keys over several workgroups and
+//! merges their partial softmax states: right for decode, where one token's few heads would
+//! leave most of a large GPU idle over a long history.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::kernel::{Access, Batch, Kernels};
+use super::{check_fits, launch, shaders, u32_of};
+use crate::{Error, Result};
+
+/// Invocations per workgroup (also the key tile).
+const WG: usize = 64;
+/// Largest head_dim / v_head_dim the kernel holds (Gemma 4 global layers use 512).
+const MAX_HEAD_DIM: usize = 512;
+/// Workgroups `attention_split` aims for, enough to occupy every SM of a large GPU.
+const TARGET_GROUPS: usize = 256;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    n_tokens: u32,
+    n_heads: u32,
+    head_dim: u32,
+    kv_heads: u32,
+    v_head_dim: u32,
+    pos0: u32,
+    window: u32,
+    scale: f32,
+    q_off: u32,
+    out_off: u32,
+    splits: u32,
+    chunk: u32,
+    groups_x: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct MergeParams {
+    rows: u32,
+    splits: u32,
+    v_head_dim: u32,
+    out_off: u32,
+    groups_x: u32,
+}
+
+/// Attention of `q` (`[n_tokens][n_heads][head_dim]` from element `q_off`) over caches `kc`
+/// (`[pos][kv_heads][head_dim]`) and `vc` (`[pos][kv_heads][v_head_dim]`) holding positions
+/// `0..pos0 + n_tokens`. Query `t` is at `pos = pos0 + t` and sees keys
+/// `max(0, pos + 1 - window)..=pos` (`window` 0: all of `..=pos`); head `h` reads KV head
+/// `h / (n_heads / kv_heads)`; logits are `q·k · scale`. Writes
+/// `[n_tokens][n_heads][v_head_dim]` at element `out_off` of `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    k: &Kernels,
+    b: &mut Batch,
+    q: &wgpu::Buffer,
+    q_off: usize,
+    n_tokens: usize,
+    n_heads: usize,
+    head_dim: usize,
+    kc: &wgpu::Buffer,
+    vc: &wgpu::Buffer,
+    kv_heads: usize,
+    v_head_dim: usize,
+    pos0: usize,
+    window: usize,
+    scale: f32,
+    out: &wgpu::Buffer,
+    out_off: usize,
+) -> Result<()> {
+    let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kc, vc, kv_heads, v_head_dim, pos0, window, scale)?;
+    check_fits("attention out", &[(out, out_off + n_tokens * n_heads * v_head_dim)])?;
+    p.out_off = u32_of(out_off, "attention out_off")?;
+    run(k, b, p, q, kc, vc, out, n_tokens * n_heads)
+}
+
+/// `attention` with each query's keys split over several workgroups whose partial softmax
+/// states are then merged (same arguments, same result up to rounding). Falls back to one
+/// pass when tokens × heads alone give enough workgroups or the history is short.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_split(
+    k: &Kernels,
+    b: &mut Batch,
+    q: &wgpu::Buffer,
+    q_off: usize,
+    n_tokens: usize,
+    n_heads: usize,
+    head_dim: usize,
+    kc: &wgpu::Buffer,
+    vc: &wgpu::Buffer,
+    kv_heads: usize,
+    v_head_dim: usize,
+    pos0: usize,
+    window: usize,
+    scale: f32,
+    out: &wgpu::Buffer,
+    out_off: usize,
+) -> Result<()> {
+    let rows = n_tokens * n_heads;
+    let keys = match window {
+        0 => pos0 + n_tokens,
+        w => w.min(pos0 + n_tokens),
+    };
+    let (splits, chunk) = split_plan(rows, keys);
+    if splits <= 1 {
+        return attention(
+            k, b, q, q_off, n_tokens, n_heads, head_dim, kc, vc, kv_heads, v_head_dim, pos0, window, scale, out, out_off,
+        );
+    }
+    let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kc, vc, kv_heads, v_head_dim, pos0, window, scale)?;
+    check_fits("attention_split out", &[(out, out_off + rows * v_head_dim)])?;
+    let part_len = rows * splits * (v_head_dim + 2);
+    u32_of(part_len, "attention_split partials")?;
+    let part = k.scratch("attention_split/partials", part_len as u64 * 4);
+    p.splits = splits as u32;
+    p.chunk = chunk as u32;
+    run(k, b, p, q, kc, vc, &part, rows * splits)?;
+    let mp = MergeParams {
+        rows: rows as u32,
+        splits: splits as u32,
+        v_head_dim: v_head_dim as u32,
+        out_off: u32_of(out_off, "attention_split out_off")?,
+        groups_x: 0,
+    };
+    let access = [Access::Read, Access::ReadWrite];
+    launch(k, b, "attention_merge", &[shaders::ATTENTION_MERGE], &access, &[&part, out], rows, |groups_x| MergeParams {
+        groups_x,
+        ..mp
+    })
+}
+
+/// How many splits of how many keys (a multiple of the tile) for `rows` queries of up to
+/// `keys` keys each.
+fn split_plan(rows: usize, keys: usize) -> (usize, usize) {
+    let want = TARGET_GROUPS.div_ceil(rows.max(1)).min(keys.div_ceil(WG)).max(1);
+    let chunk = keys.div_ceil(want).div_ceil(WG) * WG;
+    (keys.div_ceil(chunk.max(1)).max(1), chunk.max(WG))
+}
+
+/// Checked shapes as kernel parameters (single pass, `out_off` 0).
+#[allow(clippy::too_many_arguments)]
+fn params(
+    q: &wgpu::Buffer,
+    q_off: usize,
+    n_tokens: usize,
+    n_heads: usize,
+    head_dim: usize,
+    kc: &wgpu::Buffer,
+    vc: &wgpu::Buffer,
+    kv_heads: usize,
+    v_head_dim: usize,
+    pos0: usize,
+    window: usize,
+    scale: f32,
+) -> Result<Params> {
+    if head_dim == 0 || head_dim > MAX_HEAD_DIM || v_head_dim == 0 || v_head_dim > MAX_HEAD_DIM {
+        return Err(Error::Input(format!(
+            "attention: head_dim {head_dim} / v_head_dim {v_head_dim} must be 1..={MAX_HEAD_DIM}"
+        )));
+    }
+    if kv_heads == 0 || !n_heads.is_multiple_of(kv_heads) {
+        return Err(Error::Input(format!("attention: {n_heads} query heads do not group over {kv_heads} KV heads")));
+    }
+    let positions = pos0 + n_tokens;
+    check_fits(
+        "attention",
+        &[(q, q_off + n_tokens * n_heads * head_dim), (kc, positions * kv_heads * head_dim), (vc, positions * kv_heads * v_head_dim)],
+    )?;
+    u32_of(positions * kv_heads * head_dim.max(v_head_dim), "attention cache size")?;
+    Ok(Params {
+        n_tokens: u32_of(n_tokens, "attention n_tokens")?,
+        n_heads: n_heads as u32,
+        head_dim: head_dim as u32,
+        kv_heads: kv_heads as u32,
+        v_head_dim: v_head_dim as u32,
+        pos0: pos0 as u32,
+        window: u32_of(window, "attention window")?,
+        scale,
+        q_off: u32_of(q_off, "attention q_off")?,
+        out_off: 0,
+        splits: 1,
+        chunk: u32_of(positions, "attention positions")?,
+        groups_x: 0,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    k: &Kernels,
+    b: &mut Batch,
+    p: Params,
+    q: &wgpu::Buffer,
+    kc: &wgpu::Buffer,
+    vc: &wgpu::Buffer,
+    out: &wgpu::Buffer,
+    groups: usize,
+) -> Result<()> {
+    let access = [Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+    let code = [shaders::ATTENTION, shaders::REDUCE];
+    launch(k, b, "attention", &code, &access, &[q, kc, vc, out], groups, |groups_x| Params { groups_x, ..p })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_plan_covers_every_key_with_whole_tiles() {
+        for rows in [1, 3, 8, 64, 300] {
+            for keys in [1, 63, 64, 65, 200, 4096, 131072] {
+                let (splits, chunk) = split_plan(rows, keys);
+                assert_eq!(chunk % WG, 0);
+                assert!(splits * chunk >= keys, "rows {rows} keys {keys}");
+                assert!((splits - 1) * chunk < keys, "no empty split: rows {rows} keys {keys}");
+                assert!(rows * splits < TARGET_GROUPS + rows, "rows {rows} keys {keys}");
+            }
+        }
+    }
+}

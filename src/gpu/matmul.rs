@@ -1,0 +1,298 @@
+//! Matrix multiply with quantized weights (`shaders/matmul/matmul.wgsl`), its expert form
+//! (ggml's mul_mat_id) and the row gather for embeddings (`shaders/matmul/embed.wgsl`).
+//! CPU twins: `cpu::ops::{matmul, matmul_experts, embed}`.
+//!
+//! One kernel body serves every weight type: it is composed with the type's
+//! `shaders/quant/<type>.wgsl`, which defines how to read four elements of a row.
+//! Buffer offsets are in elements; x and y rows are contiguous (strides `cols` and `rows`).
+
+use std::sync::Arc;
+
+use super::kernel::{Access, Batch, Kernel, KernelSource, Kernels};
+use super::weights::{GpuMatrix, Tile};
+use super::{compose, grid_1d, shaders};
+use crate::gguf::GgmlType;
+use crate::{Error, Result};
+
+/// Threads per workgroup: enough to stream a row's blocks with coalesced reads.
+const WG: u32 = 256;
+/// Rows per workgroup: shares each x vec4 between rows and amortises the reduction.
+const RW: u32 = 4;
+/// Largest token tile (accumulators per thread = RW * T).
+const MAX_T: usize = 8;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct MatmulParams {
+    cols4: u32,
+    rows: u32,
+    row_bytes: u32,
+    n: u32,
+    x_off4: u32,
+    y_off: u32,
+    y_stride: u32,
+    row0: u32,
+    top_k: u32,
+    e0: u32,
+    e_count: u32,
+    x_per_slot: u32,
+    ids_off: u32,
+    row_groups: u32,
+    groups_x: u32,
+    /// x row stride in vec4s (`cols4` unless x rows are wider than the matrix).
+    x_stride4: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct EmbedParams {
+    cols4: u32,
+    row_bytes: u32,
+    n: u32,
+    ids_off: u32,
+    out_off: u32,
+    row0: u32,
+    rows: u32,
+    total_rows: u32,
+    scale: f32,
+    chunks: u32,
+    groups_x: u32,
+}
+
+/// Threads per workgroup of embed.wgsl.
+const EMBED_WG: usize = 64;
+
+fn quant_parts(ty: GgmlType) -> Result<Vec<&'static str>> {
+    shaders::quant(ty).ok_or_else(|| Error::UnsupportedType(format!("{ty} (no GPU matmul kernel for this type)")))
+}
+
+/// The matmul kernel for weight type `ty` and token tile `t`, in the subgroup variant when
+/// the device has subgroups and `k.use_subgroups` asks for them.
+fn matmul_kernel(k: &Kernels, ty: GgmlType, t: usize) -> Result<Arc<Kernel>> {
+    let sg = k.use_subgroups && k.gpu.subgroups;
+    let variant = if sg { "sg" } else { "wg" };
+    let name = format!("matmul/{ty}/t{t}/{variant}");
+    let quant = quant_parts(ty)?;
+    k.get(&name, || {
+        // NSG bounds the subgroup count for any subgroup size wgpu can report.
+        let header = format!(
+            "const WG: u32 = {WG}u;\nconst RW: u32 = {RW}u;\nconst T: u32 = {t}u;\nconst NSG: u32 = {}u;\n",
+            WG / wgpu::MINIMUM_SUBGROUP_MIN_SIZE
+        );
+        let reduce = if sg { shaders::MATMUL_REDUCE_SUBGROUP } else { shaders::MATMUL_REDUCE_WORKGROUP };
+        let mut parts = vec![header.as_str()];
+        parts.extend(&quant);
+        parts.extend([shaders::MATMUL, reduce]);
+        KernelSource {
+            name: name.clone(),
+            code: compose(&parts),
+            entry: "main",
+            buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read],
+        }
+    })
+}
+
+/// Error unless `buf` holds `elems` 4-byte elements.
+fn check_len(buf: &wgpu::Buffer, what: &str, elems: usize) -> Result<()> {
+    if (elems as u64) * 4 > buf.size() {
+        return Err(Error::Input(format!("{what}: needs {elems} elements, the buffer holds {}", buf.size() / 4)));
+    }
+    Ok(())
+}
+
+fn check_x_off(x_off: usize) -> Result<()> {
+    if !x_off.is_multiple_of(4) {
+        return Err(Error::Input(format!("matmul: input offset {x_off} is not a multiple of 4 elements")));
+    }
+    Ok(())
+}
+
+/// Record one dispatch per tile of `w`; `p` holds the fields common to all tiles and
+/// `per_tile` fills in the rest, returning the number of workgroups (row groups x token
+/// tiles).
+fn dispatch_tiles(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    kernel: &Arc<Kernel>,
+    bufs: [&wgpu::Buffer; 3],
+    mut p: MatmulParams,
+    per_tile: impl Fn(&Tile, &mut MatmulParams) -> usize,
+) -> Result<()> {
+    let [x, y, ids] = bufs;
+    for tile in w.tiles() {
+        let groups = per_tile(tile, &mut p);
+        let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
+        p.groups_x = groups_x;
+        b.dispatch(kernel, &[&tile.buffer, x, y, ids], &p, grid)?;
+    }
+    Ok(())
+}
+
+/// `y[t, r] = Σ_c w[r, c] · x[t, c]` for `n` tokens: x rows of `w.cols` from element
+/// `x_off` (a multiple of 4), y rows of `w.rows` from element `y_off`.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, n: usize, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
+    check_x_off(x_off)?;
+    check_len(x, "matmul input", x_off + n * w.cols)?;
+    check_len(y, "matmul output", y_off + n * w.rows)?;
+    if n == 0 {
+        return Ok(());
+    }
+    // Decode (n = 1) gets a single-token kernel; small batches the smallest tile that fits.
+    let t = n.min(MAX_T).next_power_of_two();
+    let kernel = matmul_kernel(k, w.ty, t)?;
+    let p = MatmulParams {
+        cols4: (w.cols / 4) as u32,
+        row_bytes: w.row_bytes() as u32,
+        n: n as u32,
+        x_off4: (x_off / 4) as u32,
+        y_off: y_off as u32,
+        y_stride: w.rows as u32,
+        x_stride4: (w.cols / 4) as u32,
+        ..Default::default()
+    };
+    dispatch_tiles(k, b, w, &kernel, [x, y, &k.dummy], p, |tile, p| {
+        p.rows = tile.rows as u32;
+        p.row0 = tile.row0 as u32;
+        p.row_groups = tile.rows.div_ceil(RW as usize) as u32;
+        p.row_groups as usize * n.div_ceil(t)
+    })
+}
+
+/// Expert matmul (ggml_mul_mat_id): `w` stacks E experts of `rows_per_expert` rows
+/// (uploaded with `GpuMatrix::upload_stacked(.., rows_per_expert, ..)`), `ids` holds
+/// `n * top_k` u32 expert ids. For token t, slot s, e = ids[t*top_k + s]:
+/// `y[t*top_k + s, r] = Σ_c w[e*rows_per_expert + r, c] · x[x_row, c]` where x_row is
+/// `t*top_k + s` when `x_per_slot`, else t. y rows have `rows_per_expert` elements.
+/// Ids outside `[0, E)` leave their y row unwritten.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_experts(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    rows_per_expert: usize,
+    ids: &wgpu::Buffer,
+    top_k: usize,
+    x: &wgpu::Buffer,
+    x_off: usize,
+    x_per_slot: bool,
+    n: usize,
+    y: &wgpu::Buffer,
+    y_off: usize,
+) -> Result<()> {
+    matmul_experts_strided(k, b, w, rows_per_expert, ids, top_k, x, x_off, w.cols, x_per_slot, n, y, y_off)
+}
+
+/// `matmul_experts` with x rows `x_stride` elements apart (a multiple of 4, ≥ `w.cols`):
+/// reads the first `w.cols` of each, e.g. the gate half of fused [gate | up] rows.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_experts_strided(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    rows_per_expert: usize,
+    ids: &wgpu::Buffer,
+    top_k: usize,
+    x: &wgpu::Buffer,
+    x_off: usize,
+    x_stride: usize,
+    x_per_slot: bool,
+    n: usize,
+    y: &wgpu::Buffer,
+    y_off: usize,
+) -> Result<()> {
+    if x_stride < w.cols || !x_stride.is_multiple_of(4) {
+        return Err(Error::Input(format!("matmul_experts: x stride {x_stride} must be a multiple of 4 and at least {}", w.cols)));
+    }
+    let rpe = rows_per_expert;
+    if rpe == 0 || top_k == 0 || !w.rows.is_multiple_of(rpe) || w.tiles().iter().any(|t| !t.row0.is_multiple_of(rpe) || !t.rows.is_multiple_of(rpe)) {
+        return Err(Error::Input(format!(
+            "matmul_experts: {} rows are not stacked experts of {rpe} rows each in whole tiles (upload with upload_stacked), or top_k is 0",
+            w.rows
+        )));
+    }
+    let pairs = n * top_k;
+    check_x_off(x_off)?;
+    check_len(x, "matmul_experts input", x_off + (if x_per_slot { pairs } else { n } - 1) * x_stride + w.cols)?;
+    check_len(y, "matmul_experts output", y_off + pairs * rpe)?;
+    check_len(ids, "matmul_experts ids", pairs)?;
+    if n == 0 {
+        return Ok(());
+    }
+    // One pair per workgroup: pairs rarely share an expert in decode, the hot path.
+    let kernel = matmul_kernel(k, w.ty, 1)?;
+    let row_groups = rpe.div_ceil(RW as usize);
+    let p = MatmulParams {
+        cols4: (w.cols / 4) as u32,
+        rows: rpe as u32,
+        row_bytes: w.row_bytes() as u32,
+        n: pairs as u32,
+        x_off4: (x_off / 4) as u32,
+        y_off: y_off as u32,
+        y_stride: rpe as u32,
+        top_k: top_k as u32,
+        x_per_slot: x_per_slot as u32,
+        row_groups: row_groups as u32,
+        x_stride4: (x_stride / 4) as u32,
+        ..Default::default()
+    };
+    dispatch_tiles(k, b, w, &kernel, [x, y, ids], p, |tile, p| {
+        p.e0 = (tile.row0 / rpe) as u32;
+        p.e_count = (tile.rows / rpe) as u32;
+        row_groups * pairs
+    })
+}
+
+/// Row gather: `out[t, :] = scale · table[ids[ids_off + t], :]` for `n` ids (u32), rows
+/// of `table.cols` from element `out_off`. Ids past the table give zero rows.
+#[allow(clippy::too_many_arguments)]
+pub fn embed(
+    k: &Kernels,
+    b: &mut Batch,
+    table: &GpuMatrix,
+    ids: &wgpu::Buffer,
+    ids_off: usize,
+    n: usize,
+    scale: f32,
+    out: &wgpu::Buffer,
+    out_off: usize,
+) -> Result<()> {
+    check_len(ids, "embed ids", ids_off + n)?;
+    check_len(out, "embed output", out_off + n * table.cols)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let name = format!("embed/{}", table.ty);
+    let quant = quant_parts(table.ty)?;
+    let kernel = k.get(&name, || {
+        let mut parts = quant.clone();
+        parts.push(shaders::EMBED);
+        KernelSource {
+            name: name.clone(),
+            code: compose(&parts),
+            entry: "main",
+            buffers: vec![Access::Read, Access::Read, Access::ReadWrite],
+        }
+    })?;
+    let cols4 = table.cols / 4;
+    let chunks = cols4.div_ceil(EMBED_WG);
+    let (grid, groups_x) = grid_1d(n * chunks, k.gpu.limits.max_compute_workgroups_per_dimension);
+    for tile in table.tiles() {
+        let p = EmbedParams {
+            cols4: cols4 as u32,
+            row_bytes: table.row_bytes() as u32,
+            n: n as u32,
+            ids_off: ids_off as u32,
+            out_off: out_off as u32,
+            row0: tile.row0 as u32,
+            rows: tile.rows as u32,
+            total_rows: table.rows as u32,
+            scale,
+            chunks: chunks as u32,
+            groups_x,
+        };
+        b.dispatch(&kernel, &[&tile.buffer, ids, out], &p, grid)?;
+    }
+    Ok(())
+}

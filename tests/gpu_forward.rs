@@ -1,0 +1,136 @@
+//! The GPU forward pass against the transformers references and the CPU reference, on the
+//! committed fixtures (lavapipe in CI), and on the real Gemma 3 270M.
+//!
+//! Same criteria as the CPU: argmax equal at every position and max |Δ| ≤ 1e-3 × std of the
+//! reference logits. GPU and CPU differ only in summation order (≈1e-6 relative per op).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use rullama::cpu::forward::{CpuModel, Logits};
+use rullama::gguf::GgufFile;
+use rullama::gpu::forward::GpuModel;
+use rullama::npy;
+use rullama::runtime::{Sampler, SamplingOptions, TextModel};
+
+fn tokens(model: &str) -> Vec<u32> {
+    npy::read::<i32>(common::fixture(&format!("{model}.tokens.npy"))).unwrap().data.iter().map(|&t| t as u32).collect()
+}
+
+fn std_dev(x: &[f32]) -> f32 {
+    let m = x.iter().sum::<f32>() / x.len() as f32;
+    (x.iter().map(|v| (v - m) * (v - m)).sum::<f32>() / x.len() as f32).sqrt()
+}
+
+fn argmax(x: &[f32]) -> usize {
+    rullama::runtime::sampler::argmax(x)
+}
+
+fn compare(label: &str, got: &[f32], want: &[f32], vocab: usize) -> f32 {
+    assert_eq!(got.len(), want.len(), "{label}: logits size");
+    let sd = std_dev(want);
+    let max = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    for (t, (g, w)) in got.chunks(vocab).zip(want.chunks(vocab)).enumerate() {
+        assert_eq!(argmax(g), argmax(w), "{label}: argmax differs at position {t}");
+    }
+    assert!(max <= 1e-3 * sd, "{label}: max |Δ| {max:.3e} > 1e-3 × std {sd:.3}");
+    max / sd
+}
+
+fn check(model: &str, variant: &str) {
+    let f = Arc::new(GgufFile::open(common::fixture(&format!("{model}.{variant}.gguf"))).unwrap());
+    let gpu = GpuModel::load(f.clone()).unwrap();
+    let cpu = CpuModel::load(f).unwrap();
+    let toks = tokens(model);
+    let suffix = if variant == "f32" { String::new() } else { format!(".{variant}") };
+    let want = npy::read::<f32>(common::fixture(&format!("{model}{suffix}.logits.npy"))).unwrap().data;
+    let v = gpu.cfg.vocab;
+    let no = AtomicBool::new(false);
+
+    let mut cache = gpu.new_cache(toks.len());
+    let prefill = gpu.forward(&toks, &mut cache, Logits::All, &no).unwrap();
+    let rel = compare(&format!("{model}.{variant} GPU vs transformers"), &prefill, &want, v);
+    let mut cc = cpu.new_cache(toks.len());
+    let cpu_logits = cpu.forward(&toks, &mut cc, Logits::All).unwrap();
+    let rel_cpu = compare(&format!("{model}.{variant} GPU vs CPU"), &prefill, &cpu_logits, v);
+    eprintln!("{model}.{variant}: GPU vs transformers {rel:.2e} × std, vs CPU {rel_cpu:.2e} × std");
+
+    // Decode token by token must agree with the prefill.
+    let mut cache = gpu.new_cache(toks.len());
+    let mut dec = Vec::new();
+    for &t in &toks {
+        dec.extend(gpu.forward(&[t], &mut cache, Logits::Last, &no).unwrap());
+    }
+    compare(&format!("{model}.{variant} decode vs prefill"), &dec, &prefill, v);
+
+    // Greedy sampling on the GPU picks the CPU's argmax.
+    let mut cache = gpu.new_cache(toks.len());
+    let mut s = Sampler::new(SamplingOptions::greedy());
+    let id = gpu.next_token(&toks, &mut cache, &mut s, &toks, &no).unwrap();
+    assert_eq!(id as usize, argmax(&cpu_logits[(toks.len() - 1) * v..]), "{model}.{variant}: GPU argmax");
+}
+
+#[test]
+fn g4_dense_f32() {
+    check("g4_dense", "f32");
+}
+
+#[test]
+fn g4_dense_q8_0() {
+    check("g4_dense", "q8_0");
+}
+
+#[test]
+fn g4_moe_f32() {
+    check("g4_moe", "f32");
+}
+
+#[test]
+fn g4_moe_q8_0() {
+    check("g4_moe", "q8_0");
+}
+
+#[test]
+fn g3_tiny_f32() {
+    check("g3_tiny", "f32");
+}
+
+#[test]
+fn g3_tiny_q8_0() {
+    check("g3_tiny", "q8_0");
+}
+
+#[test]
+fn cancel_and_errors_leave_the_cache_unchanged() {
+    let f = Arc::new(GgufFile::open(common::fixture("g4_dense.f32.gguf")).unwrap());
+    let gpu = GpuModel::load(f).unwrap();
+    let no = AtomicBool::new(false);
+    let mut cache = gpu.new_cache(8);
+    gpu.forward(&[2, 5, 6], &mut cache, Logits::Last, &no).unwrap();
+    assert_eq!(cache.len(), 3);
+    assert!(gpu.forward(&[gpu.cfg.vocab as u32], &mut cache, Logits::Last, &no).is_err());
+    assert!(gpu.forward(&[1; 6], &mut cache, Logits::Last, &no).is_err(), "past the context");
+    let yes = AtomicBool::new(true);
+    let e = gpu.forward(&[7, 8, 9, 10], &mut cache, Logits::Last, &yes).unwrap_err();
+    assert!(matches!(e, rullama::Error::Cancelled), "{e}");
+    assert_eq!(cache.len(), 3);
+}
+
+/// Real weights: GPU vs CPU logits on the paragraph (Q4_K/Q5_0/Q6_K/Q8_0 kernels, 18 layers).
+#[test]
+fn real_gemma3_270m_gpu_matches_cpu() {
+    let f = Arc::new(GgufFile::open(common::demo_gguf()).unwrap());
+    let gpu = GpuModel::load(f.clone()).unwrap();
+    let cpu = CpuModel::load(f).unwrap();
+    let toks: Vec<u32> = npy::read::<i32>(common::fixture("gemma3_270m_ref/tokens.npy")).unwrap().data.iter().map(|&t| t as u32).collect();
+    let toks = &toks[..24];
+    let no = AtomicBool::new(false);
+    let mut gc = gpu.new_cache(toks.len());
+    let g = gpu.forward(toks, &mut gc, Logits::All, &no).unwrap();
+    let mut cc = cpu.new_cache(toks.len());
+    let c = cpu.forward(toks, &mut cc, Logits::All).unwrap();
+    let rel = compare("270M GPU vs CPU", &g, &c, gpu.cfg.vocab);
+    eprintln!("270M: GPU vs CPU {rel:.2e} × std");
+}

@@ -1,0 +1,352 @@
+//! Quantized matmul, expert matmul and embedding gather on the GPU against their CPU
+//! references (`cpu::ops::{matmul, matmul_experts, embed}`) on the same raw blocks, for
+//! every weight type the GPU takes, in both reduction variants (subgroups and workgroup
+//! memory) and with matrices split into tiles. Runs on whatever adapter wgpu finds.
+//!
+//! Tolerances. The GPU dequantizes bit-exactly: every product in the block formulas
+//! (scale × sub-scale, scale × quant) fits in f32's 24-bit significand, so a fused
+//! multiply-add gives the same result as the CPU's separately rounded ops, leaving one
+//! rounding per element as on the CPU. The only difference in a matmul is then the
+//! order of the f32 sum (and fused multiply-adds in it): with ≤ ~1300 terms of random sign
+//! that is a few ulp of the sum of |w·x|, measured at ≤ 1.5e-6 of max |y| on lavapipe
+//! for every type and variant here; 1e-5 leaves a margin for other summation orders,
+//! while any layout or indexing mistake errs by O(1) (one quant step in one weight shifts
+//! its output by ~1e-3 of max |y|). The embedding
+//! gather involves no sum and is compared element by element to 1 ulp (denormal inputs
+//! may be flushed to zero by the GPU: an absolute allowance of scale · f32::MIN_POSITIVE).
+
+use std::sync::Arc;
+
+use half::{bf16, f16};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rullama::Error;
+use rullama::cpu::ops::{self, QMatrix};
+use rullama::gguf::{GgmlType, GgufFile};
+use rullama::gpu::matmul::{embed, matmul, matmul_experts};
+use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, kernel};
+
+/// Every weight type in Ollama's Gemma GGUFs.
+const TYPES: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+const TOL: f32 = 1e-5;
+
+fn kernels() -> Kernels {
+    Kernels::new(Gpu::get().expect("a GPU adapter (lavapipe in CI: mesa-vulkan-drivers)"))
+}
+
+/// The reduction variants this device can run: workgroup memory, and subgroups if present.
+fn variants() -> Vec<Kernels> {
+    let mut wg = kernels();
+    wg.use_subgroups = false;
+    let mut v = vec![wg];
+    if v[0].gpu.subgroups {
+        v.push(kernels());
+    }
+    v
+}
+
+fn variant_name(k: &Kernels) -> &'static str {
+    if k.use_subgroups { "subgroups" } else { "workgroup" }
+}
+
+/// Byte offsets of the f16 scale fields in one block (layouts in src/gguf/dequant.rs).
+fn scale_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// Columns per row: more than 4 × 256 (the workgroup size) so threads stride over several
+/// vec4s, a whole number of blocks, and not a power of two.
+fn cols_for(ty: GgmlType) -> usize {
+    match ty.block_elems() {
+        1 => 1036,
+        32 => 1056,
+        _ => 1280,
+    }
+}
+
+/// `rows` random rows of type `ty`: plain floats in [-1, 1), or random bytes (every quant
+/// bit pattern) whose f16 scale fields are overwritten by finite values of both signs.
+fn random_matrix(rng: &mut ChaCha8Rng, ty: GgmlType, cols: usize, rows: usize) -> Vec<u8> {
+    let n = cols * rows;
+    let mut float = || rng.random_range(-1.0f32..1.0);
+    match ty {
+        GgmlType::F32 => (0..n).flat_map(|_| float().to_le_bytes()).collect(),
+        GgmlType::F16 => (0..n).flat_map(|_| f16::from_f32(float()).to_le_bytes()).collect(),
+        GgmlType::BF16 => (0..n).flat_map(|_| bf16::from_f32(float()).to_le_bytes()).collect(),
+        _ => {
+            let bytes = n / ty.block_elems() * ty.block_bytes();
+            let mut data: Vec<u8> = (0..bytes).map(|_| rng.random::<u8>()).collect();
+            for block in data.chunks_exact_mut(ty.block_bytes()) {
+                for &off in scale_fields(ty) {
+                    let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
+                    let s = f16::from_f32(sign * 2f32.powf(rng.random_range(-10.0..-3.0)));
+                    block[off..off + 2].copy_from_slice(&s.to_le_bytes());
+                }
+            }
+            data
+        }
+    }
+}
+
+fn rand_vec(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
+}
+
+fn max_rel(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len());
+    assert!(got.iter().all(|v| v.is_finite()), "non-finite GPU output");
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-30);
+    got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max) / scale
+}
+
+/// Value written around the outputs, to check nothing outside them is touched.
+const SENTINEL: f32 = 12345.0;
+
+fn up(k: &Kernels, v: &[f32]) -> wgpu::Buffer {
+    kernel::upload(&k.gpu, "test", bytemuck::cast_slice(v))
+}
+
+fn up_u32(k: &Kernels, v: &[u32]) -> wgpu::Buffer {
+    kernel::upload(&k.gpu, "ids", bytemuck::cast_slice(v))
+}
+
+/// Run `record` into a fresh batch over an output buffer of `len` sentinels + 1 at the end,
+/// returning the whole buffer.
+fn run(k: &Kernels, len: usize, record: impl FnOnce(&mut Batch, &wgpu::Buffer)) -> Vec<f32> {
+    let y = up(k, &vec![SENTINEL; len + 1]);
+    let mut b = Batch::new(Arc::clone(&k.gpu), 64);
+    record(&mut b, &y);
+    b.submit().unwrap();
+    kernel::read_f32(&k.gpu, &y, 0, len + 1).unwrap()
+}
+
+/// GPU matmul of `w` with `x` (n rows), x placed at element `x_off` and y at `y_off`.
+fn gpu_matmul(k: &Kernels, w: &GpuMatrix, x: &[f32], n: usize, x_off: usize, y_off: usize) -> Vec<f32> {
+    let mut xs = vec![f32::NAN; x_off];
+    xs.extend_from_slice(x);
+    let xb = up(k, &xs);
+    let out = run(k, y_off + n * w.rows, |b, y| matmul(k, b, w, &xb, x_off, n, y, y_off).unwrap());
+    assert!(out[..y_off].iter().chain(out.last()).all(|&v| v == SENTINEL), "writes outside y");
+    out[y_off..y_off + n * w.rows].to_vec()
+}
+
+#[test]
+fn matmul_matches_cpu_for_every_type() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for k in variants() {
+        for &ty in TYPES {
+            let cols = cols_for(ty);
+            for (rows, n, x_off, y_off) in [(37, 1, 0, 0), (5, 3, 4, 3), (13, 9, 8, 1), (1, 2, 0, 0)] {
+                let data = random_matrix(&mut rng, ty, cols, rows);
+                let x = rand_vec(&mut rng, n * cols);
+                let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+                let got = gpu_matmul(&k, &w, &x, n, x_off, y_off);
+                let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+                let e = max_rel(&got, &want);
+                assert!(e < TOL, "{ty} {} rows {rows} n {n}: rel err {e}", variant_name(&k));
+            }
+        }
+    }
+}
+
+/// The gguf-py vectors of tests/fixtures/quant_refs.gguf as weights: realistic blocks from
+/// gguf-py's quantizer and edge scales (zeros, subnormals, large values). Quantized types
+/// only: the float fixtures hold values near the top of the range, whose sums overflow.
+#[test]
+fn matmul_on_gguf_py_blocks() {
+    let f = GgufFile::open(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/quant_refs.gguf")).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    for k in variants() {
+        for &ty in TYPES.iter().filter(|t| t.block_elems() > 1) {
+            let raw = f.view(&format!("{ty}.raw")).unwrap();
+            let (cols, rows) = (raw.info.row_len() as usize, raw.info.n_rows() as usize);
+            let n = 3;
+            let x = rand_vec(&mut rng, n * cols);
+            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, raw.data).unwrap();
+            let got = gpu_matmul(&k, &w, &x, n, 0, 0);
+            let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, raw.data).unwrap()).unwrap();
+            let e = max_rel(&got, &want);
+            assert!(e < TOL, "{ty} {}: rel err {e}", variant_name(&k));
+        }
+    }
+}
+
+#[test]
+fn tiled_matmul_equals_untiled() {
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    for k in variants() {
+        for &ty in TYPES {
+            let (cols, rows, n) = (cols_for(ty), 11, 3);
+            let data = random_matrix(&mut rng, ty, cols, rows);
+            let x = rand_vec(&mut rng, n * cols);
+            let rb = data.len() / rows;
+            // Tiles of 3 rows (the limit is not a multiple of the row size).
+            let tiled = GpuMatrix::upload_with_tile_limit(&k, "w", ty, cols, rows, 1, &data, (3 * rb + rb / 2) as u64).unwrap();
+            assert_eq!(tiled.tiles().iter().map(|t| (t.row0, t.rows)).collect::<Vec<_>>(), [(0, 3), (3, 3), (6, 3), (9, 2)]);
+            assert_eq!(tiled.bytes(), data.len() as u64);
+            let whole = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+            assert_eq!(whole.tiles().len(), 1);
+            let got = gpu_matmul(&k, &tiled, &x, n, 0, 2);
+            // Each output is computed by the same threads in the same order either way.
+            assert_eq!(got, gpu_matmul(&k, &whole, &x, n, 0, 2), "{ty} {}", variant_name(&k));
+            let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+            assert!(max_rel(&got, &want) < TOL, "{ty}");
+        }
+    }
+}
+
+#[test]
+fn matmul_experts_matches_cpu() {
+    let mut rng = ChaCha8Rng::seed_from_u64(10);
+    let (experts, rpe, top_k, n) = (5, 6, 2, 3);
+    for k in variants() {
+        for &ty in TYPES {
+            let cols = cols_for(ty);
+            let rows = experts * rpe;
+            let data = random_matrix(&mut rng, ty, cols, rows);
+            let rb = data.len() / rows;
+            // Two experts per tile (the limit allows 2.5): tiles at expert boundaries.
+            let w = GpuMatrix::upload_with_tile_limit(&k, "experts", ty, cols, rows, rpe, &data, (5 * rpe * rb / 2) as u64).unwrap();
+            assert_eq!(w.tiles().iter().map(|t| (t.row0, t.rows)).collect::<Vec<_>>(), [(0, 12), (12, 12), (24, 6)]);
+            // Repeats across tokens, and experts in every tile.
+            let ids: Vec<u32> = vec![4, 0, 2, 4, 1, 3];
+            let idb = up_u32(&k, &ids);
+            let q = QMatrix::new(ty, cols, rows, &data).unwrap();
+            for x_per_slot in [false, true] {
+                let x = rand_vec(&mut rng, if x_per_slot { n * top_k } else { n } * cols);
+                let xb = up(&k, &x);
+                let y_off = 5;
+                let out = run(&k, y_off + n * top_k * rpe, |b, y| {
+                    matmul_experts(&k, b, &w, rpe, &idb, top_k, &xb, 0, x_per_slot, n, y, y_off).unwrap()
+                });
+                assert!(out[..y_off].iter().chain(out.last()).all(|&v| v == SENTINEL), "writes outside y");
+                let want = ops::matmul_experts(&x, n, &q, rpe, &ids, top_k, x_per_slot).unwrap();
+                let e = max_rel(&out[y_off..y_off + n * top_k * rpe], &want);
+                assert!(e < TOL, "{ty} {} x_per_slot {x_per_slot}: rel err {e}", variant_name(&k));
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_experts_decode_single_token() {
+    // The decode shape: one token, all slots reading the same x row, untiled.
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let (ty, experts, rpe, top_k) = (GgmlType::Q4_K, 8, 9, 4);
+    let cols = cols_for(ty);
+    let data = random_matrix(&mut rng, ty, cols, experts * rpe);
+    let w = GpuMatrix::upload_stacked(&k, "experts", ty, cols, experts * rpe, rpe, &data).unwrap();
+    let ids = [7u32, 2, 5, 0];
+    let idb = up_u32(&k, &ids);
+    let x = rand_vec(&mut rng, cols);
+    let xb = up(&k, &x);
+    let out = run(&k, top_k * rpe, |b, y| matmul_experts(&k, b, &w, rpe, &idb, top_k, &xb, 0, false, 1, y, 0).unwrap());
+    let want = ops::matmul_experts(&x, 1, &QMatrix::new(ty, cols, experts * rpe, &data).unwrap(), rpe, &ids, top_k, false).unwrap();
+    assert!(max_rel(&out[..top_k * rpe], &want) < TOL);
+}
+
+/// Element-wise: within 1 ulp of the reference, or both below the denormal threshold.
+fn assert_close_ulp(got: &[f32], want: &[f32], scale: f32, what: &str) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ulp = f32::from_bits(w.abs().to_bits() + 1) - w.abs();
+        let tol = ulp.max(scale.abs() * f32::MIN_POSITIVE);
+        assert!(g == w || (g - w).abs() <= tol, "{what}: element {i} is {g:e}, CPU gives {w:e}");
+    }
+}
+
+#[test]
+fn embed_matches_cpu_rows() {
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let f = GgufFile::open(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/quant_refs.gguf")).unwrap();
+    for &ty in TYPES {
+        let cols = cols_for(ty);
+        let rows = 10;
+        let random = random_matrix(&mut rng, ty, cols, rows);
+        let fixture = f.view(&format!("{ty}.raw")).unwrap();
+        let sources = [(cols, rows, &random[..]), (fixture.info.row_len() as usize, fixture.info.n_rows() as usize, fixture.data)];
+        for (cols, rows, data) in sources {
+            let rb = data.len() / rows;
+            let q = QMatrix::new(ty, cols, rows, data).unwrap();
+            let ids: Vec<u32> = (0..7).map(|_| rng.random_range(0..rows as u32)).collect();
+            let (ids_off, out_off, n) = (2, 3, ids.len() - 2);
+            let scale = (cols as f32).sqrt();
+            let want = ops::embed(&q, &ids[ids_off..], scale).unwrap();
+            let idb = up_u32(&k, &ids);
+            // Untiled, and in tiles of 3 rows.
+            for limit in [None, Some(3 * rb as u64)] {
+                let table = match limit {
+                    None => GpuMatrix::upload(&k, "table", ty, cols, rows, data).unwrap(),
+                    Some(l) => GpuMatrix::upload_with_tile_limit(&k, "table", ty, cols, rows, 1, data, l).unwrap(),
+                };
+                let out = run(&k, out_off + n * cols, |b, o| embed(&k, b, &table, &idb, ids_off, n, scale, o, out_off).unwrap());
+                assert!(out[..out_off].iter().chain(out.last()).all(|&v| v == SENTINEL), "writes outside the output");
+                assert_close_ulp(&out[out_off..out_off + n * cols], &want, scale, &format!("{ty} {cols}x{rows} tiles {limit:?}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn embed_of_id_past_table_is_zero() {
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let (ty, cols, rows) = (GgmlType::Q6_K, 256, 4);
+    let data = random_matrix(&mut rng, ty, cols, rows);
+    let table = GpuMatrix::upload_with_tile_limit(&k, "table", ty, cols, rows, 1, &data, 2 * 210).unwrap();
+    assert_eq!(table.tiles().len(), 2);
+    let idb = up_u32(&k, &[1, 4, 1_000_000, 3]);
+    let out = run(&k, 4 * cols, |b, o| embed(&k, b, &table, &idb, 0, 4, 1.0, o, 0).unwrap());
+    assert!(out[cols..3 * cols].iter().all(|&v| v == 0.0));
+    let q = QMatrix::new(ty, cols, rows, &data).unwrap();
+    assert_close_ulp(&out[..cols], &ops::embed(&q, &[1], 1.0).unwrap(), 1.0, "row 1");
+    assert_close_ulp(&out[3 * cols..4 * cols], &ops::embed(&q, &[3], 1.0).unwrap(), 1.0, "row 3");
+}
+
+#[test]
+fn bad_uploads_and_calls_are_errors() {
+    let k = kernels();
+    for ty in [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS, GgmlType::I32] {
+        let cols = ty.block_elems().max(4);
+        let data = vec![0u8; ty.bytes_for(cols as u64).unwrap() as usize];
+        let err = GpuMatrix::upload(&k, "w", ty, cols, 1, &data).err().unwrap();
+        assert!(matches!(err, Error::UnsupportedType(ref m) if m.contains(ty.name())), "{ty}: {err}");
+    }
+    let ty = GgmlType::Q8_0;
+    assert!(matches!(GpuMatrix::upload(&k, "w", ty, 32, 2, &[0; 67]), Err(Error::Input(_))), "short data");
+    assert!(matches!(GpuMatrix::upload(&k, "w", ty, 48, 1, &[0; 51]), Err(Error::Input(_))), "partial block");
+    assert!(matches!(GpuMatrix::upload(&k, "w", GgmlType::F32, 6, 1, &[0; 24]), Err(Error::Input(_))), "cols % 4");
+    assert!(matches!(GpuMatrix::upload_stacked(&k, "w", ty, 32, 3, 2, &[0; 102]), Err(Error::Input(_))), "groups");
+    assert!(matches!(GpuMatrix::upload_with_tile_limit(&k, "w", ty, 64, 2, 1, &[0; 136], 60), Err(Error::Gpu(_))), "row > limit");
+
+    let w = GpuMatrix::upload(&k, "w", ty, 32, 2, &[0; 68]).unwrap();
+    let x = up(&k, &[0.0; 64]);
+    let y = up(&k, &[0.0; 4]);
+    let mut b = Batch::new(Arc::clone(&k.gpu), 8);
+    assert!(matches!(matmul(&k, &mut b, &w, &x, 2, 1, &y, 0), Err(Error::Input(_))), "x_off % 4");
+    assert!(matches!(matmul(&k, &mut b, &w, &x, 0, 3, &y, 0), Err(Error::Input(_))), "x too short");
+    assert!(matches!(matmul(&k, &mut b, &w, &x, 0, 2, &y, 1), Err(Error::Input(_))), "y too short");
+    // Experts of 3 rows do not divide 2 rows.
+    let ids = up_u32(&k, &[0, 0]);
+    assert!(matches!(matmul_experts(&k, &mut b, &w, 3, &ids, 1, &x, 0, false, 1, &y, 0), Err(Error::Input(_))));
+}
