@@ -4,7 +4,7 @@
 pub mod atomic;
 pub mod commands;
 mod dialog;
-pub mod engine_cpu;
+pub mod engine_local;
 pub mod error;
 pub mod paths;
 pub mod services;
@@ -15,13 +15,16 @@ use tauri::Manager;
 
 use crate::paths::AppPaths;
 use crate::services::Services;
+use crate::services::settings::SettingsStore;
 
-/// Build and run the app; returns when the last window closes.
+/// Build and run the app; returns when the last window closes. Call it from `main` before
+/// any other thread starts.
 pub fn run() {
+    choose_adapter();
     let app = tauri::Builder::default()
         .setup(|app| {
             let paths = AppPaths::from_env()?;
-            let services = Services::open(paths, Arc::new(engine_cpu::CpuEngine), None)?;
+            let services = Services::open(paths, Arc::new(engine_local::LocalEngine::from_env()), None)?;
             if services.recovered_replies > 0 {
                 eprintln!("rullama: {} reply(s) cut off by an earlier crash were marked incomplete", services.recovered_replies);
             }
@@ -74,4 +77,19 @@ pub fn run() {
             s.worker.shutdown();
         }
     });
+}
+
+/// Apply the GPU adapter chosen in Settings. The engine reads it once per process, so a
+/// change takes effect at the next start; an explicit `RULLAMA_ADAPTER` wins.
+fn choose_adapter() {
+    if std::env::var_os("RULLAMA_ADAPTER").is_some() {
+        return;
+    }
+    let Some(adapter) = AppPaths::from_env().ok().and_then(|p| SettingsStore::peek(&p.settings())).and_then(|s| s.gpu_adapter)
+    else {
+        return;
+    };
+    // SAFETY: `run` is called from `main` before any thread exists, so nothing can read
+    // the environment concurrently.
+    unsafe { std::env::set_var("RULLAMA_ADAPTER", engine_local::adapter_env_value(&adapter)) };
 }

@@ -137,6 +137,7 @@ def first_run(d):
     option.click()
     wait(d, "the model to load", lambda d: (invoke(d, "current_model") or {}).get("name") == MODEL)
     wait(d, "the picker to show the model", lambda d: MODEL in visible(d, "model-picker")[0].text)
+    print(f"  loaded on {invoke(d, 'current_model')['device']}")
 
     step("send a message; the reply streams")
     box = visible(d, "composer-input")[0]

@@ -70,6 +70,10 @@ pub trait Backend: Send {
     fn is_chat(&self) -> bool {
         true
     }
+    /// Where the model runs, for people.
+    fn device(&self) -> String {
+        "CPU".into()
+    }
     /// Tokenize rendered prompt text (special-token strings become their ids).
     fn encode(&self, text: &str) -> rullama::Result<Vec<u32>>;
     /// Generate until a stop token, `max_tokens`, a full context or `cancel`; `on_token`

@@ -35,7 +35,8 @@ pub struct Settings {
     /// Tokens of context to allocate (capped by the model's own limit); `None`: the
     /// model's own limit.
     pub context_length: Option<u32>,
-    /// GPU adapter name; `None` picks the best one.
+    /// GPU adapter, as `list_adapters` names it; `None` picks the best one. Applies at the
+    /// next start.
     pub gpu_adapter: Option<String>,
     pub theme: Theme,
     /// Base font size in CSS pixels.
@@ -97,6 +98,11 @@ impl SettingsStore {
             }
         };
         SettingsStore { path: path.to_path_buf(), current: Mutex::new(settings), load_warning }
+    }
+
+    /// The settings on disk, if readable, without touching the file.
+    pub fn peek(path: &Path) -> Option<Settings> {
+        read(path).ok()
     }
 
     pub fn get(&self) -> Settings {

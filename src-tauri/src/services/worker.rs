@@ -34,6 +34,8 @@ pub struct LoadedModel {
     pub parameters: u64,
     /// `false` for a base (not instruction-tuned) model: replies continue the text.
     pub chat: bool,
+    /// Where it runs: the GPU adapter's name, or the CPU.
+    pub device: String,
     pub parameter_size: Option<String>,
     pub quantization: Option<String>,
     /// The model's own default system prompt (Ollama's SYSTEM layer).
@@ -51,6 +53,7 @@ impl LoadedModel {
             capabilities: e.capabilities.clone(),
             parameters: e.parameters.unwrap_or(0),
             chat: backend.is_chat(),
+            device: backend.device(),
             parameter_size: e.parameter_size.clone(),
             quantization: e.quantization.clone(),
             default_system: m.system.clone().filter(|s| !s.trim().is_empty()),

@@ -1,13 +1,16 @@
-//! The CPU reference engine behind the app's `Engine` seam, and `TextBackend`, which turns
-//! any `rullama::runtime::TextModel` plus its tokenizer into a `Backend` (the GPU engine
-//! plugs in the same way).
+//! The engine behind the app's `Engine` seam: rullama's GPU engine (wgpu) when an adapter is
+//! usable, else its CPU reference. `TextBackend` turns any `rullama::runtime::TextModel` plus
+//! its tokenizer into a `Backend`.
+//!
+//! `RULLAMA_BACKEND=cpu|gpu` forces one engine (tests, troubleshooting); the default tries
+//! the GPU and falls back to the CPU when the GPU cannot be used, saying so in the progress.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use rullama::chat::Template;
-use rullama::cpu::forward::CpuModel;
 use rullama::gguf::GgufFile;
+use rullama::runtime::backend::{Backend as Device, LoadedModel as DeviceModel};
 use rullama::runtime::{self, GenerateOptions, TextModel};
 use rullama::store::ResolvedModel;
 use rullama::tokenizer::Tokenizer;
@@ -15,32 +18,90 @@ use rullama::tokenizer::Tokenizer;
 use crate::services::engine::{Backend, Engine, GenEnd, GenRequest, LoadProgress};
 use crate::services::stream::StopReason;
 
-pub struct CpuEngine;
+pub const BACKEND_ENV: &str = "RULLAMA_BACKEND";
 
-impl Engine for CpuEngine {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Auto,
+    Only(Device),
+}
+
+pub struct LocalEngine {
+    pub choice: Choice,
+}
+
+impl LocalEngine {
+    /// From `RULLAMA_BACKEND` (`cpu`, `gpu`; anything else or unset: automatic).
+    pub fn from_env() -> LocalEngine {
+        let choice = match std::env::var(BACKEND_ENV).map(|v| v.to_ascii_lowercase()).as_deref() {
+            Ok("cpu") => Choice::Only(Device::Cpu),
+            Ok("gpu") => Choice::Only(Device::Gpu),
+            _ => Choice::Auto,
+        };
+        LocalEngine { choice }
+    }
+
+    fn weights(&self, file: &Arc<GgufFile>, progress: &mut dyn FnMut(LoadProgress)) -> rullama::Result<DeviceModel> {
+        let upload = |device: Device, progress: &mut dyn FnMut(LoadProgress)| {
+            let stage = match device {
+                Device::Gpu => "Uploading the weights to the GPU",
+                Device::Cpu => "Preparing the weights",
+            };
+            progress(LoadProgress::new(stage, 0.1));
+            device.load(file.clone(), &mut |f| progress(LoadProgress::new(stage, 0.1 + 0.8 * f.clamp(0.0, 1.0))))
+        };
+        match self.choice {
+            Choice::Only(device) => upload(device, progress),
+            Choice::Auto => match upload(Device::Gpu, progress) {
+                // No usable adapter, or the GPU refused the model: the CPU reference still
+                // runs it, slowly. Other errors (a broken file) would fail there too.
+                Err(rullama::Error::Gpu(why)) => {
+                    progress(LoadProgress::new(&format!("GPU unavailable ({why}); using the CPU"), 0.1));
+                    upload(Device::Cpu, progress)
+                }
+                other => other,
+            },
+        }
+    }
+}
+
+impl Engine for LocalEngine {
     fn load(
         &self,
         model: &ResolvedModel,
         progress: &mut dyn FnMut(LoadProgress),
         _cancel: &AtomicBool,
     ) -> rullama::Result<Box<dyn Backend>> {
-        progress(LoadProgress::new("Reading the model file", 0.05));
+        progress(LoadProgress::new("Reading the model file", 0.02));
         let file = Arc::new(GgufFile::open(&model.gguf)?);
         let arch = file.gguf.architecture().unwrap_or_default().to_string();
         // Before the weights: an unsupported family fails fast with its own message.
         let template = Template::for_model(&arch, &model.entry.name, model.entry.parameters)?;
-        progress(LoadProgress::new("Preparing the weights", 0.3));
-        let weights = CpuModel::load(file.clone())?;
-        progress(LoadProgress::new("Reading the tokenizer", 0.8));
         let tokenizer = Tokenizer::from_gguf(&file.gguf)?;
+        let weights = self.weights(&file, progress)?;
         let chat = rullama::chat::is_chat_model(&file.gguf);
         progress(LoadProgress::new("Ready", 1.0));
-        Ok(Box::new(TextBackend { model: weights, tokenizer, template, chat }))
+        Ok(Box::new(TextBackend { device: weights.device_name(), model: weights, tokenizer, template, chat }))
+    }
+
+    fn adapters(&self) -> Vec<String> {
+        rullama::gpu::device::adapter_names()
+    }
+}
+
+/// The engine picks its GPU once per process (`RULLAMA_ADAPTER`, a substring of the adapter
+/// name). `list_adapters` shows `name (backend, type)`; the name is what is matched.
+pub fn adapter_env_value(listed: &str) -> &str {
+    match listed.rsplit_once(" (") {
+        Some((name, rest)) if rest.ends_with(')') && !name.is_empty() => name,
+        _ => listed,
     }
 }
 
 pub struct TextBackend<M> {
     pub model: M,
+    /// Where it runs, for people ("NVIDIA H100 (Vulkan)", "CPU (f32 reference)").
+    pub device: String,
     pub tokenizer: Tokenizer,
     pub template: Template,
     /// Instruction-tuned (has a chat format); `false` for base models.
@@ -58,6 +119,10 @@ impl<M: TextModel + Send> Backend for TextBackend<M> {
 
     fn is_chat(&self) -> bool {
         self.chat
+    }
+
+    fn device(&self) -> String {
+        self.device.clone()
     }
 
     fn encode(&self, text: &str) -> rullama::Result<Vec<u32>> {
@@ -95,9 +160,38 @@ mod tests {
     use crate::services::stream::testing::Collect;
 
     fn services(dir: &Path) -> Services {
+        services_on(dir, Device::Cpu)
+    }
+
+    fn services_on(dir: &Path, device: Device) -> Services {
         let ollama = dir.join("ollama");
         std::fs::create_dir_all(&ollama).unwrap();
-        Services::open(AppPaths::new(dir.join("data")), Arc::new(CpuEngine), Some(vec![ollama])).unwrap()
+        let engine = Arc::new(LocalEngine { choice: Choice::Only(device) });
+        Services::open(AppPaths::new(dir.join("data")), engine, Some(vec![ollama])).unwrap()
+    }
+
+    fn tiny_fixture() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/g3_tiny.f32.gguf")
+    }
+
+    /// The same greedy reply from the GPU engine as from the CPU reference, through the
+    /// app's whole path (worker, generation, history). Runs on any adapter wgpu finds
+    /// (Mesa's lavapipe in CI).
+    #[test]
+    fn the_gpu_engine_replies_like_the_cpu_reference() {
+        let mut replies = Vec::new();
+        for device in [Device::Cpu, Device::Gpu] {
+            let dir = tempfile::tempdir().unwrap();
+            let s = services_on(dir.path(), device);
+            let name = s.models.import(&tiny_fixture()).unwrap().name;
+            let info = s.models.load(&name, Box::new(|_| {})).unwrap();
+            assert_eq!(info.device.starts_with("CPU"), device == Device::Cpu, "{}", info.device);
+            let (events, _) = ask(&s, "Hello there", 12);
+            assert!(matches!(events.last(), Some(StreamEvent::Done { .. })), "{events:?}");
+            replies.push(text_of(&events));
+        }
+        assert!(!replies[0].is_empty());
+        assert_eq!(replies[0], replies[1]);
     }
 
     /// Send `text` in a new chat with greedy sampling; returns the events and the chat id.
@@ -116,10 +210,16 @@ mod tests {
     }
 
     #[test]
+    fn adapter_names_lose_their_backend_suffix() {
+        assert_eq!(adapter_env_value("llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, Cpu)"), "llvmpipe (LLVM 15.0.6, 256 bits)");
+        assert_eq!(adapter_env_value("NVIDIA H100"), "NVIDIA H100");
+    }
+
+    #[test]
     fn the_tiny_fixture_loads_and_streams_a_reply() {
         let dir = tempfile::tempdir().unwrap();
         let s = services(dir.path());
-        let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/g3_tiny.f32.gguf");
+        let fixture = tiny_fixture();
         let name = s.models.import(&fixture).unwrap().name;
         let stages = Arc::new(std::sync::Mutex::new(Vec::new()));
         let st = stages.clone();
