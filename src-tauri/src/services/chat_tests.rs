@@ -426,3 +426,22 @@ fn a_backend_that_panics_fails_the_reply_and_unloads() {
     // The worker is still alive: the model loads again.
     a.s.models.load(&a.model, Box::new(|_| {})).unwrap();
 }
+
+#[test]
+fn the_demo_model_file_is_listed_without_importing_it_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("models")).unwrap();
+    std::fs::copy(fixture(), data.join(crate::services::models::DEMO_FILE)).unwrap();
+    let ollama = dir.path().join("ollama");
+    std::fs::create_dir_all(&ollama).unwrap();
+    let open = || Services::open(AppPaths::new(&data), Arc::new(ScriptEngine::new(&[])), Some(vec![ollama.clone()])).unwrap();
+    let s = open();
+    let names: Vec<String> = s.models.list().unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, vec!["gemma3:270m".to_string()]);
+    drop(s);
+    // Once listed it is not added again.
+    let s = open();
+    assert_eq!(s.models.list().unwrap().len(), 1);
+    assert!(!s.models.adopt_demo_model().unwrap());
+}

@@ -44,6 +44,8 @@ impl Services {
         let settings = Arc::new(SettingsStore::open(&paths.settings()));
         let worker = Arc::new(Worker::spawn(engine.clone()));
         let models = ModelService::new(&paths, ollama_dirs, worker.clone(), engine);
+        // A missing or unreadable demo file only means it is not listed.
+        let _ = models.adopt_demo_model();
         let chat = ChatService::new(history.clone(), worker.clone(), settings.clone());
         Ok(Services { paths, history, settings, worker, models, chat, recovered_replies })
     }

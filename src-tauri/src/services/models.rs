@@ -11,7 +11,12 @@ use super::worker::{LoadedModel, Worker};
 use crate::error::{AppError, AppResult};
 use crate::paths::AppPaths;
 
+/// Where `scripts/demo-model` puts the real Gemma 3 270M, and the name it is listed under.
+pub const DEMO_FILE: &str = "models/gemma-3-270m-q4_k_m.gguf";
+pub const DEMO_NAME: &str = "gemma3:270m";
+
 pub struct ModelService {
+    data_dir: PathBuf,
     imported_list: PathBuf,
     /// `None`: `$OLLAMA_MODELS`, else `~/.ollama/models` and the Linux service store.
     ollama_dirs: Option<Vec<PathBuf>>,
@@ -21,7 +26,23 @@ pub struct ModelService {
 
 impl ModelService {
     pub fn new(paths: &AppPaths, ollama_dirs: Option<Vec<PathBuf>>, worker: Arc<Worker>, engine: Arc<dyn Engine>) -> Self {
-        ModelService { imported_list: paths.imported_list(), ollama_dirs, worker, engine }
+        ModelService { data_dir: paths.data_dir().to_path_buf(), imported_list: paths.imported_list(), ollama_dirs, worker, engine }
+    }
+
+    /// List the demo model when its file is in the data dir but not imported yet (it was
+    /// fetched without `scripts/demo-model` importing it, or the list was reset).
+    pub fn adopt_demo_model(&self) -> AppResult<bool> {
+        let file = self.data_dir.join(DEMO_FILE);
+        if !file.is_file() {
+            return Ok(false);
+        }
+        let canonical = std::fs::canonicalize(&file).map_err(|e| AppError::io(format!("read {}", file.display()), e))?;
+        let list = imported::ImportedList::load(&self.imported_list)?;
+        if list.files.iter().any(|f| f.path == canonical || f.name == DEMO_NAME) {
+            return Ok(false);
+        }
+        imported::add(&self.imported_list, &file, Some(DEMO_NAME))?;
+        Ok(true)
     }
 
     fn catalog(&self) -> AppResult<Catalog> {
