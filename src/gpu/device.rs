@@ -19,6 +19,8 @@ pub struct Gpu {
     pub subgroups: bool,
     pub subgroup_min: u32,
     pub subgroup_max: u32,
+    /// The first validation error the device reported since it was last taken.
+    errors: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 static GPU: OnceLock<std::result::Result<Arc<Gpu>, String>> = OnceLock::new();
@@ -95,6 +97,14 @@ impl Gpu {
             trace: wgpu::Trace::Off,
         }))
         .map_err(|e| Error::Gpu(format!("cannot open {}: {e}", info.name)))?;
+        let errors = Arc::new(std::sync::Mutex::new(None));
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let mut slot = sink.lock().expect("error slot");
+            if slot.is_none() {
+                *slot = Some(e.to_string());
+            }
+        }));
         let limits = device.limits();
         let (subgroup_min, subgroup_max) = (info.subgroup_min_size, info.subgroup_max_size);
         if std::env::var_os("RULLAMA_LOG_GPU").is_some() {
@@ -109,7 +119,12 @@ impl Gpu {
                 limits.max_compute_workgroup_storage_size >> 10,
             );
         }
-        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max })
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, errors })
+    }
+
+    /// The first error the device reported since the last call, if any.
+    pub fn take_error(&self) -> Option<String> {
+        self.errors.lock().expect("error slot").take()
     }
 
     /// Largest storage binding, in bytes.

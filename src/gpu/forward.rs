@@ -118,6 +118,7 @@ struct PleScratch {
 
 /// A conversation's state on the GPU: the KV cache and the activation buffers.
 pub struct GpuCache {
+    reuse: Arc<std::sync::Mutex<kernel::Reuse>>,
     k: Vec<Option<wgpu::Buffer>>,
     v: Vec<Option<wgpu::Buffer>>,
     len: usize,
@@ -371,7 +372,8 @@ impl GpuModel {
             moe,
             ple,
         };
-        GpuCache { k: kc, v: vc, len: 0, capacity, s }
+        let reuse = Arc::new(std::sync::Mutex::new(kernel::Reuse::new(&k.gpu, Self::max_dispatches(c.n_layers))));
+        GpuCache { reuse, k: kc, v: vc, len: 0, capacity, s }
     }
 
     fn check(&self, tokens: &[u32], cache: &GpuCache) -> Result<()> {
@@ -392,8 +394,13 @@ impl GpuModel {
         Ok(())
     }
 
-    fn batch(&self, layers: usize) -> Batch {
-        Batch::new(self.k.gpu.clone(), 64 + layers * 48)
+    /// Dispatches a batch of `layers` layers (plus embedding, PLE and head) can record.
+    fn max_dispatches(layers: usize) -> usize {
+        64 + layers * 48
+    }
+
+    fn batch(&self, cache: &GpuCache) -> Batch {
+        Batch::reusing(self.k.gpu.clone(), &cache.reuse)
     }
 
     /// Run `tokens` through every layer, leaving the final hidden states in `s.x`.
@@ -404,8 +411,7 @@ impl GpuModel {
         let c = &self.cfg;
         self.k.gpu.queue.write_buffer(&cache.s.ids, 0, bytemuck::cast_slice(tokens));
         // Decode records every layer into one submission; prefill submits layer groups.
-        let per_submit = if n > 1 { LAYERS_PER_SUBMIT } else { c.n_layers };
-        let mut b = self.batch(per_submit);
+        let mut b = self.batch(cache);
         matmul::embed(&self.k, &mut b, &self.token_embd, &cache.s.ids, 0, n, c.embed_scale, &cache.s.x, 0)?;
         self.per_layer_inputs(&mut b, cache, n)?;
         for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
@@ -413,7 +419,7 @@ impl GpuModel {
                 self.layer(&mut b, l.index, cache, n, pos0)?;
             }
             if n > 1 && (li + 1) * LAYERS_PER_SUBMIT < c.n_layers {
-                std::mem::replace(&mut b, self.batch(per_submit)).submit()?;
+                std::mem::replace(&mut b, self.batch(cache)).submit()?;
                 // Let the GPU catch up so a cancel takes effect between layer groups.
                 self.k.gpu.wait()?;
                 if cancel.load(Ordering::Relaxed) {
@@ -598,7 +604,7 @@ impl GpuModel {
         let v = self.cfg.vocab;
         for r0 in rows.clone().step_by(LOGIT_ROWS) {
             let n = LOGIT_ROWS.min(rows.end - r0);
-            let mut b = self.batch(1);
+            let mut b = self.batch(cache);
             self.head(&mut b, &cache.s, r0, n)?;
             b.submit()?;
             out.extend(kernel::read_f32(&self.k.gpu, &cache.s.logits, 0, n * v)?);
@@ -659,7 +665,7 @@ impl TextModel for GpuModel {
             Ok(())
         })?;
         let s = &cache.s;
-        let mut b = self.batch(1);
+        let mut b = self.batch(cache);
         self.head(&mut b, s, last, 1)?;
         let v = self.cfg.vocab;
         if o.temperature <= 0.0 {

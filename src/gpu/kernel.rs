@@ -178,6 +178,39 @@ enum Step {
     Copy { src: wgpu::Buffer, src_off: u64, dst: wgpu::Buffer, dst_off: u64, bytes: u64 },
 }
 
+/// A bind group is identified by its kernel and the buffers bound (parameters first).
+type BindKey = (usize, Vec<wgpu::Buffer>);
+
+/// What a session keeps from one batch to the next: its parameter buffers and the bind
+/// groups made over them. A decode step binds the same buffers as the last one, so after
+/// the first step no bind group is created again. Dropped with the session, which frees
+/// the buffers the bind groups hold.
+pub struct Reuse {
+    params: [wgpu::Buffer; 2],
+    next: usize,
+    capacity: u64,
+    binds: HashMap<BindKey, wgpu::BindGroup>,
+}
+
+impl Reuse {
+    /// For batches of up to `max_dispatches` dispatches. Two parameter buffers alternate,
+    /// since the next batch is recorded while the previous one is being submitted.
+    pub fn new(gpu: &Gpu, max_dispatches: usize) -> Reuse {
+        let capacity = (max_dispatches.max(1) as u64) * PARAM_SLOT;
+        let params = [param_buffer(gpu, capacity), param_buffer(gpu, capacity)];
+        Reuse { params, next: 0, capacity, binds: HashMap::new() }
+    }
+}
+
+fn param_buffer(gpu: &Gpu, size: u64) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("params"),
+        size,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
 /// A sequence of dispatches recorded into one command buffer and submitted together.
 pub struct Batch {
     gpu: Arc<Gpu>,
@@ -186,19 +219,25 @@ pub struct Batch {
     steps: Vec<Step>,
     /// The uniform buffer is sized ahead so bind groups can be made while recording.
     param_capacity: u64,
+    reuse: Option<Arc<std::sync::Mutex<Reuse>>>,
 }
 
 impl Batch {
     /// `max_dispatches`: how many parameter slots to reserve.
     pub fn new(gpu: Arc<Gpu>, max_dispatches: usize) -> Batch {
         let cap = (max_dispatches.max(1) as u64) * PARAM_SLOT;
-        let buf = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("params"),
-            size: cap,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap }
+        let buf = param_buffer(&gpu, cap);
+        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: None }
+    }
+
+    /// A batch that takes its parameter buffer and bind groups from `reuse`.
+    pub fn reusing(gpu: Arc<Gpu>, reuse: &Arc<std::sync::Mutex<Reuse>>) -> Batch {
+        let mut r = reuse.lock().expect("reuse lock");
+        let buf = r.params[r.next].clone();
+        r.next = (r.next + 1) % r.params.len();
+        let cap = r.capacity;
+        drop(r);
+        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: Some(reuse.clone()) }
     }
 
     /// Record one dispatch of `k` over `grid` workgroups with `buffers` at bindings 1...
@@ -221,7 +260,8 @@ impl Batch {
         self.params.extend_from_slice(bytes);
         self.params.resize((offset + PARAM_SLOT) as usize, 0);
         let param_buf = self.param_buf.as_ref().expect("param buffer exists until submit");
-        let mut entries = vec![wgpu::BindGroupEntry {
+        let make = || {
+            let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer: param_buf,
@@ -229,10 +269,18 @@ impl Batch {
                 size: wgpu::BufferSize::new(PARAM_SLOT),
             }),
         }];
-        for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
-        }
-        let bind = self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &k.layout, entries: &entries });
+            for (i, b) in buffers.iter().enumerate() {
+                entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
+            }
+            self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &k.layout, entries: &entries })
+        };
+        let bind = match &self.reuse {
+            None => make(),
+            Some(r) => {
+                let key: BindKey = (Arc::as_ptr(k) as usize, std::iter::once(param_buf).chain(buffers.iter().copied()).cloned().collect());
+                r.lock().expect("reuse lock").binds.entry(key).or_insert_with(make).clone()
+            }
+        };
         if grid.iter().all(|&g| g > 0) {
             self.steps.push(Step::Dispatch(Dispatch { kernel: k.clone(), bind, param_offset: offset as u32, grid }));
         }
@@ -272,12 +320,13 @@ impl Batch {
                 }
             }
         }
-        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
         gpu.queue.submit([enc.finish()]);
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::Gpu(format!("submission rejected: {e}")));
+        // Validation errors arrive through the device's error handler (an error scope
+        // here would cost a round trip per submission).
+        match gpu.take_error() {
+            Some(e) => Err(Error::Gpu(format!("submission rejected: {e}"))),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
