@@ -31,11 +31,13 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> kc: array<f32>;
+// K rows are read as vec4 (head_dim is a multiple of 4): wide, independent loads, so a
+// thread's dot product is not a chain of single-float memory round trips.
+@group(0) @binding(2) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> vc: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-var<workgroup> q_s: array<f32, MAX_HD>;
+var<workgroup> q_s: array<vec4<f32>, MAX_HD / 4u>;
 var<workgroup> w_s: array<f32, WG>;
 
 @compute @workgroup_size(WG)
@@ -56,8 +58,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let k1 = min(k0 + p.chunk, pos + 1u);
     let kvh = h / (p.n_heads / p.kv_heads);
 
-    for (var i = lid; i < p.head_dim; i += WG) {
-        q_s[i] = q[p.q_off + th * p.head_dim + i];
+    let hd4 = p.head_dim / 4u;
+    for (var i = lid; i < hd4; i += WG) {
+        let qb = p.q_off + th * p.head_dim + 4u * i;
+        q_s[i] = vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]);
     }
     workgroupBarrier();
 
@@ -68,12 +72,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let key = t0 + lid;
         var s = NEG;
         if (key < k1) {
-            let kb = (key * p.kv_heads + kvh) * p.head_dim;
-            var d = 0.0;
-            for (var i = 0u; i < p.head_dim; i++) {
-                d += q_s[i] * kc[kb + i];
+            let kb = (key * p.kv_heads + kvh) * hd4;
+            // Two accumulators let consecutive loads overlap.
+            var d0 = vec4<f32>(0.0);
+            var d1 = vec4<f32>(0.0);
+            var i = 0u;
+            for (; i + 1u < hd4; i += 2u) {
+                d0 += q_s[i] * kc[kb + i];
+                d1 += q_s[i + 1u] * kc[kb + i + 1u];
             }
-            s = d * p.scale;
+            if (i < hd4) {
+                d0 += q_s[i] * kc[kb + i];
+            }
+            let dv = d0 + d1;
+            s = (dv.x + dv.y + dv.z + dv.w) * p.scale;
         }
         let m_new = max(m, wg_max(s, lid));
         let alpha = exp(m - m_new);
@@ -89,11 +101,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var i = 0u; i < PER; i++) {
             let d = lid + i * WG;
             if (d < p.v_head_dim) {
-                var a = acc[i] * alpha;
-                for (var j = 0u; j < count; j++) {
-                    a += w_s[j] * vc[((t0 + j) * p.kv_heads + kvh) * p.v_head_dim + d];
+                let stride = p.kv_heads * p.v_head_dim;
+                var vb = (t0 * p.kv_heads + kvh) * p.v_head_dim + d;
+                var a0 = acc[i] * alpha;
+                var a1 = 0.0;
+                var j = 0u;
+                for (; j + 1u < count; j += 2u) {
+                    a0 += w_s[j] * vc[vb];
+                    a1 += w_s[j + 1u] * vc[vb + stride];
+                    vb += 2u * stride;
                 }
-                acc[i] = a;
+                if (j < count) {
+                    a0 += w_s[j] * vc[vb];
+                }
+                acc[i] = a0 + a1;
             }
         }
         workgroupBarrier();

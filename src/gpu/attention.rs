@@ -158,9 +158,10 @@ fn params(
     window: usize,
     scale: f32,
 ) -> Result<Params> {
-    if head_dim == 0 || head_dim > MAX_HEAD_DIM || v_head_dim == 0 || v_head_dim > MAX_HEAD_DIM {
+    // K rows are read as vec4.
+    if head_dim == 0 || head_dim > MAX_HEAD_DIM || !head_dim.is_multiple_of(4) || v_head_dim == 0 || v_head_dim > MAX_HEAD_DIM {
         return Err(Error::Input(format!(
-            "attention: head_dim {head_dim} / v_head_dim {v_head_dim} must be 1..={MAX_HEAD_DIM}"
+            "attention: head_dim {head_dim} must be a multiple of 4 up to {MAX_HEAD_DIM}, v_head_dim {v_head_dim} 1..={MAX_HEAD_DIM}"
         )));
     }
     if kv_heads == 0 || !n_heads.is_multiple_of(kv_heads) {

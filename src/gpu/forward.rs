@@ -20,7 +20,7 @@ use crate::{Error, Result};
 /// `RULLAMA_PROFILE=1` prints where each step's time goes (recording, submission, waiting).
 fn profile() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("RULLAMA_PROFILE").is_some())
+    *ON.get_or_init(|| std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "1"))
 }
 
 /// Largest number of tokens evaluated in one pass; longer prompts run in chunks.
@@ -506,7 +506,7 @@ impl GpuModel {
             AttnKind::Sliding => c.sliding_window,
             AttnKind::Global => 0,
         };
-        attention::attention(k, b, &s.q, 0, n, nh, hd, kc, vc, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
+        attention::attention_split(k, b, &s.q, 0, n, nh, hd, kc, vc, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
         matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
         norm::rms_norm(k, b, &s.a, 0, n, d, Some(&w.post_attn_norm), c.eps)?;
         elementwise::add(k, b, &s.x, 0, &s.a, 0, n * d)?;
@@ -672,21 +672,28 @@ impl TextModel for GpuModel {
             return Ok(sampler.sample(&logits, history));
         }
         let mut last = 0;
+        let t0 = Instant::now();
         self.evaluate(tokens, cache, cancel, |_, n| {
             last = n - 1;
             Ok(())
         })?;
+        let t1 = Instant::now();
         let s = &cache.s;
         let mut b = self.batch(cache);
         self.head(&mut b, s, last, 1)?;
         let v = self.cfg.vocab;
         if o.temperature <= 0.0 {
             sample::argmax(&self.k, &mut b, &s.logits, 0, v, &s.picked, 0)?;
-            let t = Instant::now();
+            let t2 = Instant::now();
             b.submit()?;
             let id = kernel::read_back(&self.k.gpu, &s.picked, 0, 4)?;
             if profile() {
-                eprintln!("profile: head + argmax submitted and read back in {:?}", t.elapsed());
+                eprintln!(
+                    "profile: layers {:?}, head recorded {:?}, head submitted + read back {:?}",
+                    t1 - t0,
+                    t2 - t1,
+                    t2.elapsed()
+                );
             }
             return Ok(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
         }

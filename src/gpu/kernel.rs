@@ -301,6 +301,9 @@ impl Batch {
         if !self.params.is_empty() {
             gpu.queue.write_buffer(&param_buf, 0, &self.params);
         }
+        if kernel_profile() {
+            return self.submit_timed();
+        }
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("batch") });
         let mut i = 0;
         while i < self.steps.len() {
@@ -328,6 +331,65 @@ impl Batch {
             None => Ok(()),
         }
     }
+}
+
+/// `RULLAMA_PROFILE=kernels`: run every dispatch on its own and time it (slow; for finding
+/// the kernels that dominate a step).
+fn kernel_profile() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "kernels"))
+}
+
+static KERNEL_TIMES: Mutex<Vec<(String, u32, std::time::Duration)>> = Mutex::new(Vec::new());
+
+impl Batch {
+    fn submit_timed(self) -> Result<()> {
+        let gpu = self.gpu.clone();
+        gpu.wait()?;
+        for step in &self.steps {
+            let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            let name = match step {
+                Step::Copy { src, src_off, dst, dst_off, bytes } => {
+                    enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes);
+                    "copy".to_string()
+                }
+                Step::Dispatch(d) => {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                    pass.set_pipeline(&d.kernel.pipeline);
+                    pass.set_bind_group(0, &d.bind, &[d.param_offset]);
+                    pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+                    d.kernel.name.clone()
+                }
+            };
+            let t = std::time::Instant::now();
+            gpu.queue.submit([enc.finish()]);
+            gpu.wait()?;
+            let dt = t.elapsed();
+            let mut times = KERNEL_TIMES.lock().expect("profile lock");
+            match times.iter_mut().find(|e| e.0 == name) {
+                Some(e) => {
+                    e.1 += 1;
+                    e.2 += dt;
+                }
+                None => times.push((name, 1, dt)),
+            }
+        }
+        match gpu.take_error() {
+            Some(e) => Err(Error::Gpu(format!("submission rejected: {e}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Per-kernel totals gathered under `RULLAMA_PROFILE=kernels`, slowest first.
+pub fn kernel_profile_report() -> String {
+    let mut times = KERNEL_TIMES.lock().expect("profile lock").clone();
+    times.sort_by(|a, b| b.2.cmp(&a.2));
+    times
+        .iter()
+        .map(|(n, c, t)| format!("{:>10.3} ms {:>7} × {:>9.1} µs  {n}", t.as_secs_f64() * 1e3, c, t.as_secs_f64() * 1e6 / *c as f64))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Copy `bytes` of `buf` from `offset` back to the host (waits for the GPU).

@@ -364,7 +364,11 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         let t = std::time::Instant::now();
         for _ in 0..a.gen_tokens {
             // Keep decoding whatever comes out; ids past the vocabulary cannot occur.
+            let step = std::time::Instant::now();
             id = m.next_token(&[id], &mut cache, &mut sampler, &[], &cancel)?;
+            if std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "1") {
+                eprintln!("profile: decode step {:?}", step.elapsed());
+            }
         }
         let decode = t.elapsed().as_secs_f64();
         best = (best.0.min(ttft), best.1.min(decode), best.2);
@@ -384,6 +388,9 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         weight_bytes: m.weight_bytes(),
         cache_bytes: m.cache_bytes(ctx),
     };
+    if std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "kernels") {
+        eprintln!("{}", rullama::gpu::kernel::kernel_profile_report());
+    }
     if a.json {
         return json(&report);
     }
