@@ -320,3 +320,26 @@ fn argmax_and_top_k_match_cpu() {
         }
     }
 }
+
+#[test]
+fn rms_norm_to_matches_cpu() {
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for (rows, n, weighted, accumulate) in [(1, 5, true, false), (3, 640, true, true), (4, 37, false, true), (2, 1536, false, false)] {
+        let (so, dof) = (3, 7);
+        let src = rand_vec(&mut rng, so + rows * n);
+        let dst = rand_vec(&mut rng, dof + rows * n + 2);
+        let w = rand_vec(&mut rng, n);
+        let (sb, db, wb) = (up(&k, &src), up(&k, &dst), up(&k, &w));
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        rullama::gpu::norm::rms_norm_to(&k, &mut b, &sb, so, &db, dof, rows, n, weighted.then_some(&wb), 1e-6, accumulate).unwrap();
+        b.submit().unwrap();
+        let got = kernel::read_f32(&k.gpu, &db, 0, dst.len()).unwrap();
+        let mut want = dst.clone();
+        ops::rms_norm_to(&src[so..], &mut want[dof..dof + rows * n], n, weighted.then_some(&w[..]), 1e-6, accumulate);
+        assert_eq!(&got[..dof], &dst[..dof], "before the output is untouched");
+        assert_eq!(&got[dof + rows * n..], &dst[dof + rows * n..], "after the output is untouched");
+        let e = max_rel(&got, &want);
+        assert!(e < 1e-5, "rows {rows} n {n} accumulate {accumulate}: rel err {e}");
+    }
+}

@@ -18,6 +18,18 @@ pub fn rms_norm(x: &mut [f32], row: usize, w: Option<&[f32]>, eps: f32) {
     }
 }
 
+/// `dst = RMS(src)` row by row (`accumulate`: `dst += RMS(src)`): the out-of-place norm and
+/// the residual add fused into a post-norm.
+pub fn rms_norm_to(src: &[f32], dst: &mut [f32], row: usize, w: Option<&[f32]>, eps: f32, accumulate: bool) {
+    let mut tmp = src.to_vec();
+    rms_norm(&mut tmp, row, w, eps);
+    if accumulate {
+        add(dst, &tmp);
+    } else {
+        dst.copy_from_slice(&tmp);
+    }
+}
+
 /// NeoX (rotate-half) RoPE on each `head_dim` slice of `x`, at position `pos`.
 /// Pair j is (j, j + n/2), angle `pos * base^(-2j/n) / factor_j`; `factors` (`rope_freqs`)
 /// of 1e30 leave a pair unrotated (Gemma 4's proportional RoPE).

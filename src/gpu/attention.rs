@@ -13,8 +13,6 @@ use super::kernel::{Access, Batch, Kernels};
 use super::{check_fits, launch, shaders, u32_of};
 use crate::{Error, Result};
 
-/// Invocations per workgroup (also the key tile).
-const WG: usize = 64;
 /// Largest head_dim / v_head_dim the kernel holds (Gemma 4 global layers use 512).
 const MAX_HEAD_DIM: usize = 512;
 /// Workgroups `attention_split` aims for, enough to occupy every SM of a large GPU.
@@ -134,12 +132,17 @@ pub fn attention_split(
     })
 }
 
-/// How many splits of how many keys (a multiple of the tile) for `rows` queries of up to
-/// `keys` keys each.
+/// Keys per split are a multiple of this. Shorter than a tile: in decode a few query rows
+/// must fill the GPU, and each invocation's work (one key's dot product, then the tile's
+/// keys for its output dimensions) is a chain of memory reads whose length the chunk bounds.
+const CHUNK_ALIGN: usize = 16;
+
+/// How many splits of how many keys (a multiple of CHUNK_ALIGN) for `rows` queries of up
+/// to `keys` keys each.
 fn split_plan(rows: usize, keys: usize) -> (usize, usize) {
-    let want = TARGET_GROUPS.div_ceil(rows.max(1)).min(keys.div_ceil(WG)).max(1);
-    let chunk = keys.div_ceil(want).div_ceil(WG) * WG;
-    (keys.div_ceil(chunk.max(1)).max(1), chunk.max(WG))
+    let want = TARGET_GROUPS.div_ceil(rows.max(1)).min(keys.div_ceil(CHUNK_ALIGN)).max(1);
+    let chunk = keys.div_ceil(want).div_ceil(CHUNK_ALIGN) * CHUNK_ALIGN;
+    (keys.div_ceil(chunk.max(1)).max(1), chunk.max(CHUNK_ALIGN))
 }
 
 /// Checked shapes as kernel parameters (single pass, `out_off` 0).
@@ -215,7 +218,7 @@ mod tests {
         for rows in [1, 3, 8, 64, 300] {
             for keys in [1, 63, 64, 65, 200, 4096, 131072] {
                 let (splits, chunk) = split_plan(rows, keys);
-                assert_eq!(chunk % WG, 0);
+                assert_eq!(chunk % CHUNK_ALIGN, 0);
                 assert!(splits * chunk >= keys, "rows {rows} keys {keys}");
                 assert!((splits - 1) * chunk < keys, "no empty split: rows {rows} keys {keys}");
                 assert!(rows * splits < TARGET_GROUPS + rows, "rows {rows} keys {keys}");

@@ -473,8 +473,7 @@ impl GpuModel {
         let factors = if rope.freq_factors { self.rope_freqs.as_ref() } else { None };
 
         // Attention.
-        b.copy(&s.x, 0, &s.y, 0, (n * d * 4) as u64);
-        norm::rms_norm(k, b, &s.y, 0, n, d, Some(&w.attn_norm), c.eps)?;
+        norm::rms_norm_to(k, b, &s.x, 0, &s.y, 0, n, d, Some(&w.attn_norm), c.eps, false)?;
         matmul::matmul(k, b, &w.q, &s.y, 0, n, &s.q, 0)?;
         if let Some(qn) = &w.q_norm {
             norm::rms_norm(k, b, &s.q, 0, n * nh, hd, Some(qn), c.eps)?;
@@ -508,12 +507,11 @@ impl GpuModel {
         };
         attention::attention_split(k, b, &s.q, 0, n, nh, hd, kc, vc, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
         matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
-        norm::rms_norm(k, b, &s.a, 0, n, d, Some(&w.post_attn_norm), c.eps)?;
-        elementwise::add(k, b, &s.x, 0, &s.a, 0, n * d)?;
+        // x += RMS(a; post_attention_norm)
+        norm::rms_norm_to(k, b, &s.a, 0, &s.x, 0, n, d, Some(&w.post_attn_norm), c.eps, true)?;
 
         // Feed-forward: dense, plus the MoE branch on MoE models.
-        b.copy(&s.x, 0, &s.y, 0, (n * d * 4) as u64);
-        norm::rms_norm(k, b, &s.y, 0, n, d, Some(&w.ffn_norm), c.eps)?;
+        norm::rms_norm_to(k, b, &s.x, 0, &s.y, 0, n, d, Some(&w.ffn_norm), c.eps, false)?;
         let f = plan.ffn_width;
         matmul::matmul(k, b, &w.gate, &s.y, 0, n, &s.gate, 0)?;
         matmul::matmul(k, b, &w.up, &s.y, 0, n, &s.up, 0)?;
@@ -522,8 +520,7 @@ impl GpuModel {
         if let (Some(m), Some(ms)) = (&w.moe, &s.moe) {
             self.moe(b, m, ms, s, n)?;
         }
-        norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&w.post_ffw_norm), c.eps)?;
-        elementwise::add(k, b, &s.x, 0, &s.ffn, 0, n * d)?;
+        norm::rms_norm_to(k, b, &s.ffn, 0, &s.x, 0, n, d, Some(&w.post_ffw_norm), c.eps, true)?;
 
         // Per-layer embedding injection.
         if let (Some(pw), Some(ps)) = (&w.ple, &s.ple) {
@@ -531,8 +528,7 @@ impl GpuModel {
             matmul::matmul(k, b, &pw.inp_gate, &s.x, 0, n, &ps.g, 0)?;
             elementwise::geglu(k, b, &ps.g, 0, pd, &ps.inputs, li * pd, lp, n, pd)?;
             matmul::matmul(k, b, &pw.proj, &ps.g, 0, n, &ps.p, 0)?;
-            norm::rms_norm(k, b, &ps.p, 0, n, d, Some(&pw.post_norm), c.eps)?;
-            elementwise::add(k, b, &s.x, 0, &ps.p, 0, n * d)?;
+            norm::rms_norm_to(k, b, &ps.p, 0, &s.x, 0, n, d, Some(&pw.post_norm), c.eps, true)?;
         }
         if let Some(sc) = &w.output_scale {
             elementwise::scale_by(k, b, &s.x, 0, n * d, sc, 0)?;
@@ -549,14 +545,12 @@ impl GpuModel {
         let (d, fe, kk) = (c.hidden, mc.expert_ffn, mc.n_used);
         norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&m.post_norm_1), c.eps)?;
         // Router: RMS0(x) · D^-½ ⊙ scale, then logits, softmax, top-k, renormalise, × expert scale.
-        b.copy(&s.x, 0, &ms.z, 0, (n * d * 4) as u64);
-        norm::rms_norm(k, b, &ms.z, 0, n, d, Some(&m.router_scale), c.eps)?;
+        norm::rms_norm_to(k, b, &s.x, 0, &ms.z, 0, n, d, Some(&m.router_scale), c.eps, false)?;
         elementwise::scale(k, b, &ms.z, 0, n * d, (d as f32).powf(-0.5))?;
         matmul::matmul(k, b, &m.router, &ms.z, 0, n, &ms.router_logits, 0)?;
         moe::moe_route(k, b, &ms.router_logits, 0, n, mc.n_experts, kk, &m.per_expert_scale, &ms.ids, &ms.weights)?;
         // Experts see RMS(x; pre_ffw_norm_2).
-        b.copy(&s.x, 0, &ms.z, 0, (n * d * 4) as u64);
-        norm::rms_norm(k, b, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps)?;
+        norm::rms_norm_to(k, b, &s.x, 0, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps, false)?;
         match m.gate_up.as_slice() {
             [fused] => {
                 matmul::matmul_experts(k, b, fused, 2 * fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
@@ -582,8 +576,7 @@ impl GpuModel {
         let c = &self.cfg;
         let k = &self.k;
         let d = c.hidden;
-        b.copy(&s.x, (r0 * d * 4) as u64, &s.y, 0, (rows * d * 4) as u64);
-        norm::rms_norm(k, b, &s.y, 0, rows, d, Some(&self.output_norm), c.eps)?;
+        norm::rms_norm_to(k, b, &s.x, r0 * d, &s.y, 0, rows, d, Some(&self.output_norm), c.eps, false)?;
         matmul::matmul(k, b, &self.output, &s.y, 0, rows, &s.logits, 0)?;
         if let Some(cap) = c.final_logit_softcap {
             elementwise::softcap(k, b, &s.logits, 0, rows * c.vocab, cap)?;
