@@ -134,3 +134,14 @@ fn real_gemma3_270m_gpu_matches_cpu() {
     let rel = compare("270M GPU vs CPU", &g, &c, gpu.cfg.vocab);
     eprintln!("270M: GPU vs CPU {rel:.2e} × std");
 }
+
+/// The estimate available before loading equals what loading then allocates.
+#[test]
+fn memory_estimate_matches_what_loading_allocates() {
+    for name in ["g4_dense.q8_0.gguf", "g4_moe.f32.gguf"] {
+        let f = Arc::new(GgufFile::open(common::fixture(name)).unwrap());
+        let est = rullama::gpu::forward::estimate_bytes(&f, 4096).unwrap();
+        let m = GpuModel::load(f).unwrap();
+        assert_eq!(est, m.weight_bytes + m.cache_bytes(4096), "{name}");
+    }
+}

@@ -72,6 +72,23 @@ struct Ple {
     proj_norm: wgpu::Buffer,
 }
 
+/// f32 activation values a session allocates (for up to MAX_BATCH tokens at once).
+fn scratch_floats(c: &Config) -> usize {
+    let b = MAX_BATCH;
+    let qmax = c.layers.iter().map(|l| c.n_heads * l.head_dim.max(l.v_head_dim)).max().unwrap_or(0);
+    let fmax = c.layers.iter().map(|l| l.ffn_width).max().unwrap_or(0);
+    b * (3 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab
+}
+
+/// GPU memory a model needs before it is loaded: the text weights as stored (towers and
+/// projectors are not uploaded), the KV cache for `context` tokens and the activations.
+pub fn estimate_bytes(file: &GgufFile, context: usize) -> Result<u64> {
+    let cfg = Config::from_gguf(&file.gguf)?;
+    let tower = |n: &str| n.starts_with("v.") || n.starts_with("a.") || n.starts_with("mm.");
+    let weights: u64 = file.tensors.iter().filter(|t| !tower(&t.name)).map(|t| t.n_bytes).sum();
+    Ok(weights + cfg.kv_cache_bytes(context, context, 4) + scratch_floats(&cfg) as u64 * 4)
+}
+
 /// A model loaded onto the GPU.
 pub struct GpuModel {
     pub cfg: Config,
@@ -235,8 +252,28 @@ impl GpuModel {
 
     /// Upload every weight; `progress` gets the fraction of layers done.
     pub fn load_with_progress(file: Arc<GgufFile>, progress: &mut dyn FnMut(f32)) -> Result<GpuModel> {
+        let gpu = super::Gpu::get()?;
+        // Out-of-memory during upload is reported with the estimate instead of aborting.
+        let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let loaded = Self::upload(file.clone(), gpu.clone(), progress);
+        let oom = pollster::block_on(scope.pop());
+        match (loaded, oom) {
+            (Ok(m), None) => Ok(m),
+            (Err(e), None) => Err(e),
+            (_, Some(e)) => {
+                let need = estimate_bytes(&file, 4096)?;
+                Err(Error::Gpu(format!(
+                    "the model does not fit in GPU memory: it needs about {:.2} GB (weights and a 4096-token cache) on {} ({e})",
+                    need as f64 / 1e9,
+                    gpu.info.name
+                )))
+            }
+        }
+    }
+
+    fn upload(file: Arc<GgufFile>, gpu: Arc<super::Gpu>, progress: &mut dyn FnMut(f32)) -> Result<GpuModel> {
         let cfg = Config::from_gguf(&file.gguf)?;
-        let k = Arc::new(Kernels::new(super::Gpu::get()?));
+        let k = Arc::new(Kernels::new(gpu));
         let mut l = Loader { k: &k, file: &file, bytes: 0 };
         let token_embd = Arc::new(l.matrix("token_embd.weight")?);
         let output = match file.gguf.has_tensor("output.weight") {
@@ -323,11 +360,7 @@ impl GpuModel {
     }
 
     fn scratch_floats(&self) -> usize {
-        let c = &self.cfg;
-        let b = MAX_BATCH;
-        let qmax = c.layers.iter().map(|l| c.n_heads * l.head_dim.max(l.v_head_dim)).max().unwrap_or(0);
-        let fmax = c.layers.iter().map(|l| l.ffn_width).max().unwrap_or(0);
-        b * (3 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab
+        scratch_floats(&self.cfg)
     }
 
     pub fn new_cache(&self, capacity: usize) -> GpuCache {

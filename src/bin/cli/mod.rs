@@ -190,6 +190,9 @@ pub fn info(store: &StoreOptions, model: &str, as_json: bool) -> Result<()> {
     println!("  context       {}", e.context_length.map(|c| c.to_string()).unwrap_or_default());
     println!("  capabilities  {}", e.capabilities.join(", "));
     println!("  status        {}", e.status);
+    if let Ok(need) = rullama::gpu::forward::estimate_bytes(&f, 4096) {
+        println!("  GPU memory    {} for a 4096-token context", bytes_h(need));
+    }
     println!("metadata ({} keys, GGUF v{}):", f.metadata.len(), f.version);
     for (k, v) in &f.metadata {
         println!("  {k} = {}", v.summary());
