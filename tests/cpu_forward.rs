@@ -13,35 +13,11 @@ use std::sync::Arc;
 use rullama::cpu::forward::{CpuModel, Logits};
 use rullama::gguf::GgufFile;
 use rullama::npy;
+use common::{argmax, compare, std_dev, tokens};
 
 fn load(name: &str) -> CpuModel {
     let f = GgufFile::open(common::fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     CpuModel::load(Arc::new(f)).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-fn tokens(model: &str) -> Vec<u32> {
-    npy::read::<i32>(common::fixture(&format!("{model}.tokens.npy"))).unwrap().data.iter().map(|&t| t as u32).collect()
-}
-
-fn std_dev(x: &[f32]) -> f32 {
-    let m = x.iter().sum::<f32>() / x.len() as f32;
-    (x.iter().map(|v| (v - m) * (v - m)).sum::<f32>() / x.len() as f32).sqrt()
-}
-
-fn argmax(x: &[f32]) -> usize {
-    rullama::runtime::sampler::argmax(x)
-}
-
-/// Compare `[n, vocab]` logits; returns max |Δ| / std(reference).
-fn compare(label: &str, got: &[f32], want: &[f32], vocab: usize) -> f32 {
-    assert_eq!(got.len(), want.len(), "{label}: logits size");
-    let sd = std_dev(want);
-    let max = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
-    for (t, (g, w)) in got.chunks(vocab).zip(want.chunks(vocab)).enumerate() {
-        assert_eq!(argmax(g), argmax(w), "{label}: argmax differs at position {t}");
-    }
-    assert!(max <= 1e-3 * sd, "{label}: max |Δ| {max:.3e} > 1e-3 × std {sd:.3}");
-    max / sd
 }
 
 fn check_fixture(model: &str, variant: &str) {

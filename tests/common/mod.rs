@@ -24,3 +24,30 @@ pub fn demo_gguf() -> PathBuf {
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
+
+/// Token ids of a fixture sequence (`<model>.tokens.npy`).
+pub fn tokens(model: &str) -> Vec<u32> {
+    rullama::npy::read::<i32>(fixture(&format!("{model}.tokens.npy"))).unwrap().data.iter().map(|&t| t as u32).collect()
+}
+
+pub fn std_dev(x: &[f32]) -> f32 {
+    let m = x.iter().sum::<f32>() / x.len() as f32;
+    (x.iter().map(|v| (v - m) * (v - m)).sum::<f32>() / x.len() as f32).sqrt()
+}
+
+pub fn argmax(x: &[f32]) -> usize {
+    rullama::runtime::sampler::argmax(x)
+}
+
+/// Compare `[n, vocab]` logits: argmax equal at every position and max |Δ| ≤ 1e-3 × std of
+/// the reference. Returns max |Δ| / std.
+pub fn compare(label: &str, got: &[f32], want: &[f32], vocab: usize) -> f32 {
+    assert_eq!(got.len(), want.len(), "{label}: logits size");
+    let sd = std_dev(want);
+    let max = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    for (t, (g, w)) in got.chunks(vocab).zip(want.chunks(vocab)).enumerate() {
+        assert_eq!(argmax(g), argmax(w), "{label}: argmax differs at position {t}");
+    }
+    assert!(max <= 1e-3 * sd, "{label}: max |Δ| {max:.3e} > 1e-3 × std {sd:.3}");
+    max / sd
+}
