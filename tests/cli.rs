@@ -110,6 +110,9 @@ fn tokenize_and_run_on_the_demo_model() {
     assert_eq!(ids, [2, 818, 5279, 529, 7001, 563], "ids published in the oracle notes (llama.cpp, HF)");
     let out = env.ok(&["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8"]);
     assert!(out.contains("France"), "a greedy continuation names France again: {out:?}");
+    // The GPU engine (lavapipe in CI) gives the same greedy reply.
+    let gpu = env.ok(&["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8", "--backend", "gpu"]);
+    assert_eq!(gpu, out, "GPU and CPU greedy replies differ");
 }
 
 #[test]

@@ -122,3 +122,34 @@ fn memory_estimate_matches_what_loading_allocates() {
         assert_eq!(est, m.weight_bytes + m.cache_bytes(4096), "{name}");
     }
 }
+
+/// A KV snapshot taken from the GPU cache restores into a fresh one (and into the CPU
+/// cache: the layout is the same) and continues exactly.
+#[test]
+fn gpu_kv_snapshot_round_trip() {
+    use rullama::runtime::snapshot;
+    let f = Arc::new(GgufFile::open(common::fixture("g4_dense.f32.gguf")).unwrap());
+    let gpu = GpuModel::load(f.clone()).unwrap();
+    let cpu = CpuModel::load(f.clone()).unwrap();
+    let toks = tokens("g4_dense");
+    let no = AtomicBool::new(false);
+    let mut whole = gpu.new_cache(toks.len());
+    let want = gpu.forward(&toks, &mut whole, Logits::All, &no).unwrap();
+
+    let mut first = gpu.new_cache(toks.len());
+    gpu.forward(&toks[..9], &mut first, Logits::All, &no).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpu.kv");
+    snapshot::save(&path, &gpu.cfg, &f, &first.export(&gpu.k).unwrap()).unwrap();
+
+    let mut restored = gpu.new_cache(toks.len());
+    restored.import(&gpu.k, snapshot::load(&path, &gpu.cfg, &f).unwrap()).unwrap();
+    let got = gpu.forward(&toks[9..], &mut restored, Logits::All, &no).unwrap();
+    let v = gpu.cfg.vocab;
+    compare("GPU snapshot continue", &got, &want[9 * v..], v);
+
+    let mut on_cpu = cpu.new_cache(toks.len());
+    on_cpu.import(snapshot::load(&path, &cpu.cfg, &f).unwrap()).unwrap();
+    let got = cpu.forward(&toks[9..], &mut on_cpu, Logits::All).unwrap();
+    compare("GPU snapshot continued on the CPU", &got, &want[9 * v..], v);
+}
