@@ -136,14 +136,16 @@ def first_run(d):
     shot(d, "02-model-picker")
     option.click()
     wait(d, "the model to load", lambda d: (invoke(d, "current_model") or {}).get("name") == MODEL)
-    wait(d, "the picker to show the model", lambda d: MODEL in visible(d, "model-picker")[0].text)
+    # The backend may report the model before the window has left its loading state.
+    wait(d, "the picker to show the loaded model",
+         lambda d: MODEL in visible(d, "model-picker")[0].text and "Loading" not in visible(d, "model-picker")[0].text)
     print(f"  loaded on {invoke(d, 'current_model')['device']}")
 
     step("send a message; the reply streams")
     box = visible(d, "composer-input")[0]
     box.click()
     box.send_keys(QUESTION)
-    visible(d, "send-button")[0].click()
+    wait(d, "the send button", lambda d: [b for b in visible(d, "send-button") if b.is_enabled()])[0].click()
     wait(d, "the user message", lambda d: any(QUESTION in e.text for e in visible(d, "message-user")))
     wait(d, "the stop button", lambda d: visible(d, "stop-button"))
     first = wait(d, "reply text", lambda d: last_assistant_text(d).strip())
