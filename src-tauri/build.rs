@@ -11,6 +11,7 @@ const COMMANDS: &[&str] = &[
     "unload_model",
     "current_model",
     "pick_gguf_file",
+    "save_text_file",
     "list_chats",
     "create_chat",
     "get_chat",

@@ -42,6 +42,7 @@ pub fn run() {
             commands::models::unload_model,
             commands::models::current_model,
             commands::models::pick_gguf_file,
+            commands::models::save_text_file,
             commands::chat::list_chats,
             commands::chat::create_chat,
             commands::chat::get_chat,

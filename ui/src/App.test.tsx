@@ -1,7 +1,7 @@
 // The whole window against the in-memory backend: what a person does, and what reaches Rust.
 import { act, render, screen, waitFor, within } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { chat, installFakeBackend, loaded, message, model, type FakeBackend } from '../test/fakeBackend';
 import App from './App';
 
@@ -283,17 +283,14 @@ describe('history', () => {
   it('exports the open chat as Markdown through a download link', async () => {
     const backend = seeded();
     const user = await start(backend);
-    Object.assign(URL, { createObjectURL: vi.fn(() => 'blob:1'), revokeObjectURL: vi.fn() });
-    const names: string[] = [];
-    const click = vi.spyOn(HTMLAnchorElement.prototype, 'click').mockImplementation(function (this: HTMLAnchorElement) {
-      names.push(this.download);
-    });
     await user.click(await screen.findByRole('button', { name: /^Apples/ }));
     await main().findByText('they are red');
     await user.click(screen.getByRole('button', { name: 'Export chat as Markdown' }));
-    await waitFor(() => expect(names).toEqual(['Apples.md']));
+    await waitFor(() => expect(backend.callsTo('save_text_file')).toHaveLength(1));
     expect(backend.callsTo('export_chat')[0].args).toEqual({ id: 'a', format: 'markdown' });
-    click.mockRestore();
+    // The exported text goes to the app's native save dialog under the chat's title.
+    expect(backend.callsTo('save_text_file')[0].args).toEqual({ suggestedName: 'Apples.md', content: '# Apples' });
+    expect(await screen.findByText(/Saved to \/home\/me\/Apples\.md/)).toBeTruthy();
   });
 
   it('saves per-chat system prompt and sampling from a preset', async () => {

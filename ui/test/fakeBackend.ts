@@ -159,6 +159,7 @@ export function installFakeBackend(init: Init = {}) {
       if (i >= 0) models.splice(i, 1);
     },
     pick_gguf_file: () => null,
+    save_text_file: (args) => `/home/me/${args.suggestedName}`,
     list_chats: () => [...chats.values()].map(summary),
     create_chat: (args) => {
       const c = chat(`new${nextChat++}`, '', [], { model: (args.model as string | null) ?? null });

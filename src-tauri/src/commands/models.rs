@@ -48,3 +48,10 @@ pub async fn current_model(state: AppState<'_>) -> AppResult<Option<LoadedModel>
 pub async fn pick_gguf_file(app: tauri::AppHandle) -> AppResult<Option<String>> {
     crate::dialog::pick_gguf(app).await
 }
+
+/// A native save dialog for an export; writes `content` where the person chooses. `None`
+/// when cancelled.
+#[tauri::command]
+pub async fn save_text_file(app: tauri::AppHandle, suggested_name: String, content: String) -> AppResult<Option<String>> {
+    crate::dialog::save_text(app, suggested_name, content).await
+}

@@ -1,6 +1,6 @@
 import { forwardRef, useCallback, useState } from 'react';
 import * as chatService from '../services/chat';
-import { downloadText, EXPORT_EXT, EXPORT_MIME, safeFilename } from '../lib/download';
+import { EXPORT_EXT, safeFilename } from '../lib/download';
 import { humanError } from '../lib/errors';
 import { useNotices } from '../hooks/useNotices';
 import type { ChatSession } from '../hooks/useChatSession';
@@ -34,7 +34,8 @@ export const ChatView = forwardRef<HTMLTextAreaElement, Props>(function ChatView
     if (!chat) return;
     try {
       const text = await chatService.exportChat(chat.id, format);
-      downloadText(safeFilename(chat.title, EXPORT_EXT[format]), text, EXPORT_MIME[format]);
+      const saved = await chatService.saveTextFile(safeFilename(chat.title, EXPORT_EXT[format]), text);
+      if (saved) notify('info', `Saved to ${saved}`);
     } catch (e) {
       notify('error', `Export failed. ${humanError(e)}`);
     }

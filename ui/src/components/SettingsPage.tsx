@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import * as chatService from '../services/chat';
 import * as settingsService from '../services/settings';
-import { downloadText, EXPORT_EXT, EXPORT_MIME, readFileText } from '../lib/download';
+import { EXPORT_EXT, readFileText } from '../lib/download';
 import { humanError } from '../lib/errors';
 import { problemOf } from '../lib/problems';
 import { applyAppearance, FONT_SIZES } from '../lib/theme';
@@ -65,7 +65,8 @@ export function SettingsPage({ models, settings, onSaved, onImported, onClose }:
     try {
       const text = await chatService.exportAll(format);
       const stamp = new Date().toISOString().slice(0, 10);
-      downloadText(`rullama-chats-${stamp}.${EXPORT_EXT[format]}`, text, EXPORT_MIME[format]);
+      const saved = await chatService.saveTextFile(`rullama-chats-${stamp}.${EXPORT_EXT[format]}`, text);
+      if (saved) notify('info', `Saved to ${saved}`);
     } catch (e) {
       notify('error', `Export failed. ${humanError(e)}`);
     }

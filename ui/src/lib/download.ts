@@ -1,23 +1,4 @@
-// Save text as a file through a temporary blob link: no server, no remote URL, CSP-safe.
 import type { ExportFormat } from '../types';
-
-export function downloadText(filename: string, text: string, mime: string): void {
-  const url = URL.createObjectURL(new Blob([text], { type: mime }));
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = filename;
-  a.rel = 'noopener';
-  document.body.appendChild(a);
-  a.click();
-  a.remove();
-  // Revoke later: some webviews read the blob after click() has returned.
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
-}
-
-export const EXPORT_MIME: Readonly<Record<ExportFormat, string>> = {
-  markdown: 'text/markdown;charset=utf-8',
-  json: 'application/json;charset=utf-8',
-};
 
 export const EXPORT_EXT: Readonly<Record<ExportFormat, string>> = { markdown: 'md', json: 'json' };
 

@@ -81,3 +81,8 @@ export const exportAll = (format: ExportFormat) => call<string>('export_all', { 
 
 /** Returns how many chats were imported. */
 export const importChats = (json: string) => call<number>('import_chats', { json });
+
+/** Save text where the person chooses (native dialog; the webview drops `<a download>`).
+ * Resolves to the saved path, or null when cancelled. */
+export const saveTextFile = (suggestedName: string, content: string) =>
+  call<string | null>('save_text_file', { suggestedName, content });
