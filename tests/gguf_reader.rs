@@ -117,7 +117,11 @@ fn replays_kept_crash_inputs() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+    // PROPTEST_CASES=200000 for a long fuzzing run; 3000 per CI run.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn mutated_files_never_panic(edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
