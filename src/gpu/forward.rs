@@ -74,10 +74,16 @@ struct Ple {
 
 /// f32 activation values a session allocates (for up to MAX_BATCH tokens at once).
 fn scratch_floats(c: &Config) -> usize {
-    let b = MAX_BATCH;
+    let (qmax, fmax) = widest(c);
+    MAX_BATCH * (3 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab
+}
+
+/// Widest per-token attention row (all heads) and FFN row over the layers: the sizes of the
+/// q/attn and gate/up activation buffers.
+fn widest(c: &Config) -> (usize, usize) {
     let qmax = c.layers.iter().map(|l| c.n_heads * l.head_dim.max(l.v_head_dim)).max().unwrap_or(0);
     let fmax = c.layers.iter().map(|l| l.ffn_width).max().unwrap_or(0);
-    b * (3 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab
+    (qmax, fmax)
 }
 
 /// GPU memory a model needs before it is loaded: the text weights as stored (towers and
@@ -356,19 +362,15 @@ impl GpuModel {
 
     /// Bytes a cache of `capacity` tokens plus the activation buffers take.
     pub fn cache_bytes(&self, capacity: usize) -> u64 {
-        self.cfg.kv_cache_bytes(capacity, capacity, 4) + self.scratch_floats() as u64 * 4
+        self.cfg.kv_cache_bytes(capacity, capacity, 4) + scratch_floats(&self.cfg) as u64 * 4
     }
 
-    fn scratch_floats(&self) -> usize {
-        scratch_floats(&self.cfg)
-    }
 
     pub fn new_cache(&self, capacity: usize) -> GpuCache {
         let c = &self.cfg;
         let k = &self.k;
         let b = MAX_BATCH;
-        let qmax = c.layers.iter().map(|l| c.n_heads * l.head_dim.max(l.v_head_dim)).max().unwrap_or(0);
-        let fmax = c.layers.iter().map(|l| l.ffn_width).max().unwrap_or(0);
+        let (qmax, fmax) = widest(c);
         let mut kc = Vec::new();
         let mut vc = Vec::new();
         for l in &c.layers {
