@@ -153,3 +153,50 @@ fn gpu_kv_snapshot_round_trip() {
     let got = cpu.forward(&toks[9..], &mut on_cpu, Logits::All).unwrap();
     compare("GPU snapshot continued on the CPU", &got, &want[9 * v..], v);
 }
+
+/// Prefill `prompt`, then decode until `want` tokens after the first were accepted.
+fn decode_n<M: TextModel>(m: &M, prompt: &[u32], opts: &SamplingOptions, want: usize) -> (Vec<u32>, M::Cache) {
+    let no = AtomicBool::new(false);
+    let mut cache = m.new_cache(prompt.len() + want + 4);
+    let mut s = Sampler::new(opts.clone());
+    let first = m.next_token(prompt, &mut cache, &mut s, prompt, &no).unwrap();
+    let mut ids = Vec::new();
+    m.decode(first, &mut cache, &mut s, prompt, &no, &mut |id| {
+        ids.push(id);
+        Ok(ids.len() <= want)
+    })
+    .unwrap();
+    (ids, cache)
+}
+
+/// Pipelined decoding (the GPU queues the next step before the host has seen the token)
+/// produces the CPU's tokens, greedy and sampled (same seed, top-k within the 64 GPU
+/// candidates), and leaves exactly the accepted tokens in the cache: the logits after one
+/// more token match the CPU's after the same history.
+#[test]
+fn pipelined_decode_matches_cpu_and_keeps_only_accepted_tokens() {
+    for (name, model) in [("g4_dense.q8_0.gguf", "g4_dense"), ("g3_tiny.f32.gguf", "g3_tiny")] {
+        let f = Arc::new(GgufFile::open(common::fixture(name)).unwrap());
+        let gpu = GpuModel::load(f.clone()).unwrap();
+        let cpu = CpuModel::load(f).unwrap();
+        let prompt = &tokens(model)[..6];
+        let no = AtomicBool::new(false);
+        let want = 10;
+        for opts in [
+            SamplingOptions::greedy(),
+            SamplingOptions { temperature: 1.0, top_k: 40, top_p: 0.95, seed: 3, ..Default::default() },
+        ] {
+            let (g, mut gc) = decode_n(&gpu, prompt, &opts, want);
+            let (c, mut cc) = decode_n(&cpu, prompt, &opts, want);
+            assert_eq!(g, c, "{name} {opts:?}: GPU vs CPU tokens");
+            assert_eq!(g.len(), want + 1);
+            // Fed: the prompt and the `want` accepted tokens, not the refused last one.
+            assert_eq!(gc.len(), prompt.len() + want, "{name}");
+            assert_eq!(cc.len(), prompt.len() + want, "{name}");
+            let next = [g[want]];
+            let gl = gpu.forward(&next, &mut gc, Logits::Last, &no).unwrap();
+            let cl = cpu.forward(&next, &mut cc, Logits::Last).unwrap();
+            compare(&format!("{name}: logits after pipelined decode"), &gl, &cl, gpu.cfg.vocab);
+        }
+    }
+}

@@ -343,3 +343,49 @@ fn rms_norm_to_matches_cpu() {
         assert!(e < 1e-5, "rows {rows} n {n} accumulate {accumulate}: rel err {e}");
     }
 }
+
+/// The GPU pick among sorted candidates equals the CPU rule for the same draw. Draws within
+/// 1e-4 of a boundary between two candidates are left out (there the float sums of the two
+/// devices may round to different sides); every other draw must agree exactly.
+#[test]
+fn sample_pick_matches_cpu() {
+    use rullama::gpu::sample;
+    use rullama::runtime::SamplingOptions;
+    use rullama::runtime::sampler::pick_sorted;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut vals: Vec<f32> = rand_vec(&mut rng, 64).iter().map(|v| v * 3.0).collect();
+    vals.sort_by(|a, b| b.total_cmp(a));
+    let ids: Vec<u32> = (0..64).map(|_| rng.random_range(0..262144u32)).collect();
+    let (vb, ib) = (up(&k, &vals), up_u32(&k, &ids));
+    let draws: Vec<f32> = (0..40).map(|i| (i as f32 + 0.5) / 40.0).collect();
+    let mut checked = 0;
+    for o in [
+        SamplingOptions { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.0, ..Default::default() },
+        SamplingOptions { temperature: 1.5, top_k: 64, top_p: 1.0, min_p: 0.0, ..Default::default() },
+        SamplingOptions { temperature: 0.3, top_k: 10, top_p: 0.5, min_p: 0.0, ..Default::default() },
+        SamplingOptions { temperature: 2.0, top_k: 64, top_p: 1.0, min_p: 0.2, ..Default::default() },
+        SamplingOptions { temperature: 1.0, top_k: 1, top_p: 1.0, min_p: 0.0, ..Default::default() },
+    ] {
+        let out = up_u32(&k, &vec![u32::MAX; draws.len()]);
+        let mut b = Batch::new(Arc::clone(&k.gpu), draws.len());
+        for (i, &u) in draws.iter().enumerate() {
+            sample::sample_pick(&k, &mut b, &ib, &vb, &o, u, &out, i).unwrap();
+        }
+        b.submit().unwrap();
+        let got = read_u32(&k, &out, 0, draws.len());
+        let mut seen = std::collections::HashSet::new();
+        for (i, &u) in draws.iter().enumerate() {
+            let want = pick_sorted(&vals, &o, u);
+            if pick_sorted(&vals, &o, (u - 1e-4).max(0.0)) != pick_sorted(&vals, &o, (u + 1e-4).min(0.9999)) {
+                continue;
+            }
+            assert_eq!(got[i], ids[want], "{o:?} u {u}");
+            seen.insert(want);
+            checked += 1;
+        }
+        assert!(!seen.is_empty());
+    }
+    // Most draws are far from a boundary; the test would be empty otherwise.
+    assert!(checked > 150, "only {checked} draws checked");
+}

@@ -132,6 +132,14 @@ impl Gpu {
         (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
     }
 
+    /// Block until the submission `index` (and all before it) is done.
+    pub fn wait_for(&self, index: wgpu::SubmissionIndex) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
+            .map(|_| ())
+            .map_err(|e| Error::Gpu(format!("GPU wait failed: {e}")))
+    }
+
     /// Block until all submitted work is done.
     pub fn wait(&self) -> Result<()> {
         self.device

@@ -11,6 +11,8 @@ use std::time::Instant;
 use super::kernel::{self, Batch, Kernels};
 use super::weights::GpuMatrix;
 use super::{attention, elementwise, matmul, moe, norm, rope, sample};
+
+mod decode;
 use crate::cpu::forward::Logits;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::model::{AttnKind, Config, ExpertGateUp};
@@ -122,6 +124,9 @@ struct Scratch {
     ffn: wgpu::Buffer,
     logits: wgpu::Buffer,
     picked: wgpu::Buffer,
+    /// Token ids of pipelined decode steps (`decode::RING` slots): step i reads slot i and
+    /// writes the token it picks into slot i + 1.
+    ring: wgpu::Buffer,
     cand_ids: wgpu::Buffer,
     cand_vals: wgpu::Buffer,
     moe: Option<MoeScratch>,
@@ -409,6 +414,7 @@ impl GpuModel {
             ffn: f32_buf(k, "ffn", b * c.hidden),
             logits: f32_buf(k, "logits", LOGIT_ROWS * c.vocab),
             picked: kernel::storage(&k.gpu, "picked", 4),
+            ring: kernel::storage(&k.gpu, "ring", (decode::RING * 4) as u64),
             cand_ids: kernel::storage(&k.gpu, "cand_ids", 64 * 4),
             cand_vals: f32_buf(k, "cand_vals", 64),
             moe,
@@ -451,25 +457,8 @@ impl GpuModel {
         let t0 = Instant::now();
         let pos0 = cache.len;
         let n = tokens.len();
-        let c = &self.cfg;
         self.k.gpu.queue.write_buffer(&cache.s.ids, 0, bytemuck::cast_slice(tokens));
-        // Decode records every layer into one submission; prefill submits layer groups.
-        let mut b = self.batch(cache);
-        matmul::embed(&self.k, &mut b, &self.token_embd, &cache.s.ids, 0, n, c.embed_scale, &cache.s.x, 0)?;
-        self.per_layer_inputs(&mut b, cache, n)?;
-        for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
-            for l in chunk {
-                self.layer(&mut b, l.index, cache, n, pos0)?;
-            }
-            if n > 1 && (li + 1) * LAYERS_PER_SUBMIT < c.n_layers {
-                std::mem::replace(&mut b, self.batch(cache)).submit()?;
-                // Let the GPU catch up so a cancel takes effect between layer groups.
-                self.k.gpu.wait()?;
-                if cancel.load(Ordering::Relaxed) {
-                    return Err(Error::Cancelled);
-                }
-            }
-        }
+        let b = self.record_layers(self.batch(cache), &cache.s.ids, 0, n, cache, pos0, Some(cancel))?;
         let recorded = Instant::now();
         b.submit()?;
         if profile() {
@@ -479,7 +468,43 @@ impl GpuModel {
         Ok(())
     }
 
-    fn per_layer_inputs(&self, b: &mut Batch, cache: &GpuCache, n: usize) -> Result<()> {
+    /// Record the embedding of the `n` token ids at `ids[ids_off..]` (u32, on the GPU) and
+    /// every layer at positions `pos0..` into `b`, and return the open batch. With `cancel`
+    /// (prefill) a batch is submitted every LAYERS_PER_SUBMIT layers and the flag checked in
+    /// between; without it (decode) everything goes into one batch.
+    #[allow(clippy::too_many_arguments)]
+    fn record_layers(
+        &self,
+        mut b: Batch,
+        ids: &wgpu::Buffer,
+        ids_off: usize,
+        n: usize,
+        cache: &GpuCache,
+        pos0: usize,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Batch> {
+        let c = &self.cfg;
+        matmul::embed(&self.k, &mut b, &self.token_embd, ids, ids_off, n, c.embed_scale, &cache.s.x, 0)?;
+        self.per_layer_inputs(&mut b, cache, ids, ids_off, n)?;
+        for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
+            for l in chunk {
+                self.layer(&mut b, l.index, cache, n, pos0)?;
+            }
+            if let Some(cancel) = cancel
+                && (li + 1) * LAYERS_PER_SUBMIT < c.n_layers
+            {
+                std::mem::replace(&mut b, self.batch(cache)).submit()?;
+                // Let the GPU catch up so a cancel takes effect between layer groups.
+                self.k.gpu.wait()?;
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(Error::Cancelled);
+                }
+            }
+        }
+        Ok(b)
+    }
+
+    fn per_layer_inputs(&self, b: &mut Batch, cache: &GpuCache, ids: &wgpu::Buffer, ids_off: usize, n: usize) -> Result<()> {
         let (Some(p), Some(ps)) = (&self.ple, &cache.s.ple) else { return Ok(()) };
         let c = &self.cfg;
         let k = &self.k;
@@ -489,7 +514,7 @@ impl GpuModel {
         norm::rms_norm(k, b, &ps.inputs, 0, n * c.n_layers, c.ple_dim, Some(&p.proj_norm), c.eps)?;
         // Ids past the PLE table (none for the published models) would read out of bounds:
         // the CPU reference maps them to 0; here the table covers the vocabulary (checked in Config).
-        matmul::embed(k, b, &p.token_embd, &cache.s.ids, 0, n, (c.ple_dim as f32).sqrt(), &ps.tok, 0)?;
+        matmul::embed(k, b, &p.token_embd, ids, ids_off, n, (c.ple_dim as f32).sqrt(), &ps.tok, 0)?;
         elementwise::add_scaled(k, b, &ps.inputs, 0, &ps.tok, 0, n * lp, std::f32::consts::FRAC_1_SQRT_2)
     }
 
@@ -619,6 +644,19 @@ impl GpuModel {
         Ok(())
     }
 
+    /// Head for row `row` of `s.x`, then the next token by the rules of `o` (greedy, or
+    /// temperature sampling for the draw `u`), written as a u32 at `out[out_idx]`.
+    #[allow(clippy::too_many_arguments)]
+    fn record_pick(&self, b: &mut Batch, s: &Scratch, row: usize, o: &crate::runtime::SamplingOptions, u: f32, out: &wgpu::Buffer, out_idx: usize) -> Result<()> {
+        self.head(b, s, row, 1)?;
+        let v = self.cfg.vocab;
+        if o.temperature <= 0.0 {
+            return sample::argmax(&self.k, b, &s.logits, 0, v, out, out_idx);
+        }
+        sample::top_k_candidates(&self.k, b, &s.logits, 0, v, o.top_k, &s.cand_ids, &s.cand_vals)?;
+        sample::sample_pick(&self.k, b, &s.cand_ids, &s.cand_vals, o, u, out, out_idx)
+    }
+
     /// Run `tokens` in chunks of MAX_BATCH, calling `after` with each chunk's length once its
     /// hidden states are in `s.x`. On any error the cache is left as it was.
     fn evaluate(
@@ -683,9 +721,8 @@ impl TextModel for GpuModel {
         Ok(out)
     }
 
-    /// Evaluate `tokens` and pick the next token on the GPU: greedy → argmax; otherwise the
-    /// 64 best candidates come back and the sampler finishes on them. Repetition penalty
-    /// and unbounded top-k need every logit, so then all of them are read.
+    /// Evaluate `tokens` and pick the next token on the GPU, so only its id comes back.
+    /// Repetition penalty and top-k beyond 64 need every logit: then all of them are read.
     fn next_token(
         &self,
         tokens: &[u32],
@@ -695,40 +732,41 @@ impl TextModel for GpuModel {
         cancel: &AtomicBool,
     ) -> Result<u32> {
         let o = sampler.opts.clone();
-        if o.repeat_penalty != 1.0 || (o.temperature > 0.0 && (o.top_k == 0 || o.top_k > 64)) {
+        if !samples_on_gpu(&o) {
             let logits = self.forward(tokens, cache, Logits::Last, cancel)?;
             return Ok(sampler.sample(&logits, history));
         }
         let mut last = 0;
-        let t0 = Instant::now();
         self.evaluate(tokens, cache, cancel, |_, n| {
             last = n - 1;
             Ok(())
         })?;
-        let t1 = Instant::now();
-        let s = &cache.s;
+        let u = if o.temperature > 0.0 { sampler.draw() } else { 0.0 };
         let mut b = self.batch(cache);
-        self.head(&mut b, s, last, 1)?;
-        let v = self.cfg.vocab;
-        if o.temperature <= 0.0 {
-            sample::argmax(&self.k, &mut b, &s.logits, 0, v, &s.picked, 0)?;
-            let t2 = Instant::now();
-            b.submit()?;
-            let id = kernel::read_back(&self.k.gpu, &s.picked, 0, 4)?;
-            if profile() {
-                eprintln!(
-                    "profile: layers {:?}, head recorded {:?}, head submitted + read back {:?}",
-                    t1 - t0,
-                    t2 - t1,
-                    t2.elapsed()
-                );
-            }
-            return Ok(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
-        }
-        sample::top_k_candidates(&self.k, &mut b, &s.logits, 0, v, 64, &s.cand_ids, &s.cand_vals)?;
+        self.record_pick(&mut b, &cache.s, last, &o, u, &cache.s.picked, 0)?;
         b.submit()?;
-        let ids: Vec<u32> = bytemuck::pod_collect_to_vec(&kernel::read_back(&self.k.gpu, &s.cand_ids, 0, 64 * 4)?);
-        let vals = kernel::read_f32(&self.k.gpu, &s.cand_vals, 0, 64)?;
-        Ok(ids[sampler.sample(&vals, &[]) as usize])
+        let id = kernel::read_back(&self.k.gpu, &cache.s.picked, 0, 4)?;
+        Ok(u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
     }
+
+    fn decode(
+        &self,
+        first: u32,
+        cache: &mut GpuCache,
+        sampler: &mut Sampler,
+        history: &[u32],
+        cancel: &AtomicBool,
+        on: &mut dyn FnMut(u32) -> Result<bool>,
+    ) -> Result<()> {
+        if !samples_on_gpu(&sampler.opts) {
+            return crate::runtime::generate::decode_stepwise(self, first, cache, sampler, history, cancel, on);
+        }
+        self.decode_pipelined(first, cache, sampler, cancel, on)
+    }
+}
+
+/// Whether the GPU can apply these sampling rules itself: everything but the repetition
+/// penalty, with top-k up to the 64 candidates it keeps.
+fn samples_on_gpu(o: &crate::runtime::SamplingOptions) -> bool {
+    o.repeat_penalty == 1.0 && (o.temperature <= 0.0 || (1..=sample::MAX_CANDIDATES).contains(&o.top_k))
 }

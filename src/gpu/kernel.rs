@@ -295,14 +295,20 @@ impl Batch {
     }
 
     /// Encode everything and submit it.
-    pub fn submit(mut self) -> Result<()> {
+    pub fn submit(self) -> Result<()> {
+        self.submit_indexed().map(|_| ())
+    }
+
+    /// `submit`, returning the submission's index (to wait for it alone).
+    pub fn submit_indexed(mut self) -> Result<wgpu::SubmissionIndex> {
         let gpu = self.gpu.clone();
         let param_buf = self.param_buf.take().expect("param buffer");
         if !self.params.is_empty() {
             gpu.queue.write_buffer(&param_buf, 0, &self.params);
         }
         if kernel_profile() {
-            return self.submit_timed();
+            self.submit_timed()?;
+            return Ok(gpu.queue.submit([]));
         }
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("batch") });
         let mut i = 0;
@@ -323,12 +329,12 @@ impl Batch {
                 }
             }
         }
-        gpu.queue.submit([enc.finish()]);
+        let index = gpu.queue.submit([enc.finish()]);
         // Validation errors arrive through the device's error handler (an error scope
         // here would cost a round trip per submission).
         match gpu.take_error() {
             Some(e) => Err(Error::Gpu(format!("submission rejected: {e}"))),
-            None => Ok(()),
+            None => Ok(index),
         }
     }
 }

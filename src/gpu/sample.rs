@@ -1,6 +1,7 @@
-//! Sampling helpers on the GPU (`shaders/sample/top_k_candidates.wgsl`): the arg-max for
-//! greedy decoding and the top candidates for top-k / top-p / temperature sampling, so only
-//! a token id or 2 × kk values come back. CPU twins: `runtime::sampler::argmax`,
+//! Sampling on the GPU (`shaders/sample/`): the arg-max for greedy decoding; for top-k /
+//! top-p / min-p / temperature sampling the top candidates, then the pick among them for
+//! the host's uniform draw, so only a token id comes back (or stays on the GPU as the next
+//! step's input). CPU twins: `runtime::sampler::{argmax, pick_sorted}`,
 //! `cpu::ops::top_k_candidates`.
 //!
 //! Large vectors take several passes: the first leaves kk candidates per chunk of 4096 in
@@ -57,6 +58,41 @@ pub fn top_k_candidates(
     }
     check_fits("top_k_candidates", &[(out_ids, kk), (out_vals, kk)])?;
     select(k, b, logits, off, n, kk, (out_vals, 0), (out_ids, 0))
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct PickParams {
+    n: u32,
+    out_idx: u32,
+    temperature: f32,
+    top_p: f32,
+    min_p: f32,
+    u: f32,
+}
+
+/// Temperature sampling over `n` candidates (values best first, as `top_k_candidates`
+/// leaves them) for the uniform draw `u`: the chosen id goes to element `out_idx` of `out`.
+/// Same rules as `runtime::sampler::pick_sorted` (`o.top_k` must be 1..=64; `o.temperature` > 0).
+#[allow(clippy::too_many_arguments)]
+pub fn sample_pick(
+    k: &Kernels,
+    b: &mut Batch,
+    cand_ids: &wgpu::Buffer,
+    cand_vals: &wgpu::Buffer,
+    o: &crate::runtime::SamplingOptions,
+    u: f32,
+    out: &wgpu::Buffer,
+    out_idx: usize,
+) -> Result<()> {
+    let n = o.top_k;
+    if n == 0 || n > MAX_CANDIDATES || o.temperature <= 0.0 {
+        return Err(Error::Input(format!("sample_pick: top_k {n} must be 1..={MAX_CANDIDATES} and temperature {} above 0", o.temperature)));
+    }
+    check_fits("sample_pick", &[(cand_ids, n), (cand_vals, n), (out, out_idx + 1)])?;
+    let p = PickParams { n: n as u32, out_idx: u32_of(out_idx, "sample_pick out_idx")?, temperature: o.temperature, top_p: o.top_p, min_p: o.min_p, u };
+    let access = [Access::Read, Access::Read, Access::ReadWrite];
+    launch(k, b, "sample_pick", &[shaders::SAMPLE_PICK], &access, &[cand_vals, cand_ids, out], 1, |_| p)
 }
 
 /// The passes of both ops; the last writes `vals_out`/`ids_out` at their element offsets.

@@ -109,4 +109,20 @@ impl TextModel for LoadedModel {
             _ => Err(crate::Error::Input("a cache from the other backend was passed".into())),
         }
     }
+
+    fn decode(
+        &self,
+        first: u32,
+        cache: &mut Cache,
+        sampler: &mut Sampler,
+        history: &[u32],
+        cancel: &AtomicBool,
+        on: &mut dyn FnMut(u32) -> Result<bool>,
+    ) -> Result<()> {
+        match (self, cache) {
+            (LoadedModel::Cpu(m), Cache::Cpu(c)) => m.decode(first, c, sampler, history, cancel, on),
+            (LoadedModel::Gpu(m), Cache::Gpu(c)) => m.decode(first, c, sampler, history, cancel, on),
+            _ => Err(crate::Error::Input("a cache from the other backend was passed".into())),
+        }
+    }
 }

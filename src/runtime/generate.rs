@@ -32,6 +32,43 @@ pub trait TextModel {
         let logits = self.forward(tokens, cache, Logits::Last, cancel)?;
         Ok(sampler.sample(&logits, history))
     }
+
+    /// Feed tokens one after another, starting with `first` (not yet in the cache): `on(id)`
+    /// sees each token in turn and says whether to feed it, and feeding a token yields the
+    /// next. On return the cache holds exactly the tokens `on` accepted. `history` (the
+    /// tokens before `first`) serves the repetition penalty. A backend may evaluate a token
+    /// before `on` has seen it (the GPU queues the next step while the host looks at a
+    /// token); what it evaluated past a refusal is dropped from the cache.
+    fn decode(
+        &self,
+        first: u32,
+        cache: &mut Self::Cache,
+        sampler: &mut Sampler,
+        history: &[u32],
+        cancel: &AtomicBool,
+        on: &mut dyn FnMut(u32) -> Result<bool>,
+    ) -> Result<()> {
+        decode_stepwise(self, first, cache, sampler, history, cancel, on)
+    }
+}
+
+/// `TextModel::decode` one `next_token` call per token.
+pub fn decode_stepwise<M: TextModel + ?Sized>(
+    model: &M,
+    first: u32,
+    cache: &mut M::Cache,
+    sampler: &mut Sampler,
+    history: &[u32],
+    cancel: &AtomicBool,
+    on: &mut dyn FnMut(u32) -> Result<bool>,
+) -> Result<()> {
+    let mut history = history.to_vec();
+    let mut id = first;
+    while on(id)? {
+        history.push(id);
+        id = model.next_token(&[id], cache, sampler, &history, cancel)?;
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -100,38 +137,43 @@ pub fn generate<M: TextModel>(
     let start = Instant::now();
     let mut cache = model.new_cache(context);
     let mut sampler = Sampler::new(opts.sampling.clone());
-    let mut history = prompt.to_vec();
-    let mut next = model.next_token(prompt, &mut cache, &mut sampler, &history, cancel)?;
+    let first = model.next_token(prompt, &mut cache, &mut sampler, prompt, cancel)?;
     let prefill = start.elapsed();
     let mut decoder = StreamDecoder::new();
-    let mut generated = 0;
+    let (mut generated, mut last) = (0, first);
+    let mut stop = StopReason::MaxTokens;
     let decode_start = Instant::now();
-    let stop = loop {
+    let fed = model.decode(first, &mut cache, &mut sampler, prompt, cancel, &mut |id| {
         if cancel.load(Ordering::Relaxed) {
-            break StopReason::Cancelled;
+            stop = StopReason::Cancelled;
+            return Ok(false);
         }
-        let id = next;
         if stop_ids.contains(&id) {
-            break StopReason::EndOfTurn;
+            stop = StopReason::EndOfTurn;
+            return Ok(false);
         }
         generated += 1;
-        history.push(id);
+        last = id;
         let text = decoder.push(tok, id)?;
         on_token(&TokenEvent { id, text, elapsed: start.elapsed() });
         if generated >= opts.max_tokens {
-            break StopReason::MaxTokens;
+            stop = StopReason::MaxTokens;
+            return Ok(false);
         }
-        if model.cache_len(&cache) + 1 >= context {
-            break StopReason::ContextFull;
+        // The next token needs this one in the cache, after the prompt and the others.
+        if prompt.len() + generated >= context {
+            stop = StopReason::ContextFull;
+            return Ok(false);
         }
-        next = match model.next_token(&[id], &mut cache, &mut sampler, &history, cancel) {
-            Err(Error::Cancelled) => break StopReason::Cancelled,
-            other => other?,
-        };
-    };
+        Ok(true)
+    });
+    match fed {
+        Err(Error::Cancelled) => stop = StopReason::Cancelled,
+        other => other?,
+    }
     let rest = decoder.finish();
     if !rest.is_empty() {
-        on_token(&TokenEvent { id: *history.last().unwrap_or(&0), text: rest, elapsed: start.elapsed() });
+        on_token(&TokenEvent { id: last, text: rest, elapsed: start.elapsed() });
     }
     Ok(GenerateStats { prompt_tokens: prompt.len(), generated_tokens: generated, prefill, decode: decode_start.elapsed(), stop })
 }

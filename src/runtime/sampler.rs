@@ -64,38 +64,52 @@ impl Sampler {
         }
         let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
         cand.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        if o.top_k > 0 {
-            cand.truncate(o.top_k);
-        }
-        let max = cand[0].1;
-        let mut probs: Vec<f32> = cand.iter().map(|c| ((c.1 - max) / o.temperature).exp()).collect();
-        let sum: f32 = probs.iter().sum();
-        probs.iter_mut().for_each(|p| *p /= sum);
-        let mut keep = probs.len();
-        if o.top_p < 1.0 {
-            let mut acc = 0.0;
-            for (i, p) in probs.iter().enumerate() {
-                acc += p;
-                if acc >= o.top_p {
-                    keep = i + 1;
-                    break;
-                }
-            }
-        }
-        if o.min_p > 0.0 {
-            let floor = probs[0] * o.min_p;
-            keep = keep.min(probs.iter().take_while(|&&p| p >= floor).count().max(1));
-        }
-        let total: f32 = probs[..keep].iter().sum();
-        let mut r = self.rng.random::<f32>() * total;
-        for i in 0..keep {
-            r -= probs[i];
-            if r <= 0.0 {
-                return cand[i].0;
-            }
-        }
-        cand[keep - 1].0
+        let vals: Vec<f32> = cand.iter().map(|c| c.1).collect();
+        let u = self.draw();
+        cand[pick_sorted(&vals, &self.opts, u)].0
     }
+
+    /// The next uniform number in [0, 1) of this sampler's stream: one per sampled token
+    /// (temperature > 0), in order, whichever device applies the rules to it.
+    pub fn draw(&mut self) -> f32 {
+        self.rng.random::<f32>()
+    }
+}
+
+/// Which of `vals` (candidate logits, best first) temperature sampling picks for the uniform
+/// draw `u`: softmax at `o.temperature` over the first `o.top_k` (0: all), cut by top-p and
+/// min-p, then the candidate where `u` × the kept mass falls. `shaders/sample/sample_pick.wgsl`
+/// is its GPU twin.
+pub fn pick_sorted(vals: &[f32], o: &SamplingOptions, u: f32) -> usize {
+    let n = if o.top_k > 0 { o.top_k.min(vals.len()) } else { vals.len() };
+    let max = vals[0];
+    let mut probs: Vec<f32> = vals[..n].iter().map(|v| ((v - max) / o.temperature).exp()).collect();
+    let sum: f32 = probs.iter().sum();
+    probs.iter_mut().for_each(|p| *p /= sum);
+    let mut keep = probs.len();
+    if o.top_p < 1.0 {
+        let mut acc = 0.0;
+        for (i, p) in probs.iter().enumerate() {
+            acc += p;
+            if acc >= o.top_p {
+                keep = i + 1;
+                break;
+            }
+        }
+    }
+    if o.min_p > 0.0 {
+        let floor = probs[0] * o.min_p;
+        keep = keep.min(probs.iter().take_while(|&&p| p >= floor).count().max(1));
+    }
+    let total: f32 = probs[..keep].iter().sum();
+    let mut r = u * total;
+    for (i, p) in probs[..keep].iter().enumerate() {
+        r -= p;
+        if r <= 0.0 {
+            return i;
+        }
+    }
+    keep - 1
 }
 
 /// Index of the largest value (first on ties).

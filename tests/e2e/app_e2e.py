@@ -137,16 +137,8 @@ def first_run(d):
     option.click()
     wait(d, "the model to load", lambda d: (invoke(d, "current_model") or {}).get("name") == MODEL)
     # The backend may report the model before the window has left its loading state.
-    loaded = lambda d: MODEL in visible(d, "model-picker")[0].text and "Loading" not in visible(d, "model-picker")[0].text
-    try:
-        wait(d, "the picker to show the loaded model", loaded)
-    except AssertionError:
-        # Known intermittent bug under load: the window misses load_model's reply and stays
-        # "Loading" although the backend has the model. Reloading shows the loaded model.
-        print("  KNOWN BUG: the window missed load_model's reply; reloading it")
-        d.refresh()
-        wait(d, "the chat in the list", lambda d: visible(d, "chat-list-item"))[0].click()
-        wait(d, "the picker to show the loaded model after a reload", loaded)
+    wait(d, "the picker to show the loaded model",
+         lambda d: MODEL in visible(d, "model-picker")[0].text and "Loading" not in visible(d, "model-picker")[0].text)
     print(f"  loaded on {invoke(d, 'current_model')['device']}")
 
     step("send a message; the reply streams")

@@ -362,17 +362,15 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         let mut cache = m.new_cache(ctx);
         let mut sampler = rullama::runtime::Sampler::new(SamplingOptions::greedy());
         let t = std::time::Instant::now();
-        let mut id = m.next_token(&prompt, &mut cache, &mut sampler, &prompt, &cancel)?;
+        let id = m.next_token(&prompt, &mut cache, &mut sampler, &prompt, &cancel)?;
         let ttft = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
-        for _ in 0..a.gen_tokens {
-            // Keep decoding whatever comes out; ids past the vocabulary cannot occur.
-            let step = std::time::Instant::now();
-            id = m.next_token(&[id], &mut cache, &mut sampler, &[], &cancel)?;
-            if std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "1") {
-                eprintln!("profile: decode step {:?}", step.elapsed());
-            }
-        }
+        // Keep decoding whatever comes out (end-of-turn included) until gen_tokens are made.
+        let mut made = 0;
+        m.decode(id, &mut cache, &mut sampler, &prompt, &cancel, &mut |_| {
+            made += 1;
+            Ok(made <= a.gen_tokens)
+        })?;
         let decode = t.elapsed().as_secs_f64();
         best = (best.0.min(ttft), best.1.min(decode), best.2);
     }

@@ -1,0 +1,127 @@
+//! Pipelined decoding: the token a step picks stays on the GPU as the next step's input, so
+//! the host records and submits step i + 1 while the GPU still runs step i, and learns each
+//! token from a 4-byte copy it maps afterwards. A step evaluated for a token the caller then
+//! refuses (end of turn, a limit) is dropped from the cache: its KV lies past the cache's
+//! length and is overwritten later.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
+use super::{GpuCache, GpuModel};
+use crate::runtime::Sampler;
+use crate::{Error, Result};
+
+/// Slots of the on-GPU token ring (steps in flight + 1, rounded up).
+pub(super) const RING: usize = 4;
+
+/// A submitted step whose picked token is being copied to a mappable buffer.
+struct Pending {
+    staging: wgpu::Buffer,
+    index: wgpu::SubmissionIndex,
+    mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+}
+
+impl GpuModel {
+    /// `TextModel::decode` for sampling rules the GPU applies itself (see `samples_on_gpu`).
+    pub(super) fn decode_pipelined(
+        &self,
+        first: u32,
+        cache: &mut GpuCache,
+        sampler: &mut Sampler,
+        cancel: &AtomicBool,
+        on: &mut dyn FnMut(u32) -> Result<bool>,
+    ) -> Result<()> {
+        let base = cache.len;
+        if first as usize >= self.cfg.vocab {
+            return Err(Error::Input(format!("token id {first} is outside the vocabulary of {} tokens", self.cfg.vocab)));
+        }
+        if !on(first)? {
+            return Ok(());
+        }
+        let gpu = &self.k.gpu;
+        gpu.queue.write_buffer(&cache.s.ring, 0, bytemuck::bytes_of(&first));
+        // Tokens `on` accepted (each is fed by the step of the same number), steps submitted.
+        let (mut accepted, mut submitted) = (1usize, 0usize);
+        let mut pending: VecDeque<Pending> = VecDeque::new();
+        let result = loop {
+            // Step i feeds token i: submit it once token i - 1 was accepted (token i itself
+            // may still be unknown to the host: one step runs ahead), while the cache has room.
+            let mut failed = None;
+            while submitted <= accepted && base + submitted < cache.capacity {
+                let u = if sampler.opts.temperature > 0.0 { sampler.draw() } else { 0.0 };
+                match self.submit_step(cache, base + submitted, submitted % RING, &sampler.opts, u) {
+                    Ok(p) => pending.push_back(p),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                submitted += 1;
+            }
+            if let Some(e) = failed {
+                break Err(e);
+            }
+            let Some(p) = pending.pop_front() else {
+                // The cache is full: nothing can be fed, so the caller's next token cannot exist.
+                break Err(Error::Input(format!("the context of {} tokens is full", cache.capacity)));
+            };
+            let id = match self.read_token(p) {
+                Ok(id) => id,
+                Err(e) => break Err(e),
+            };
+            if cancel.load(Ordering::Relaxed) {
+                break Err(Error::Cancelled);
+            }
+            match on(id) {
+                Ok(true) => accepted += 1,
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        // The cache holds the accepted tokens (all fed, unless the cache filled up); later
+        // steps' KV is left to be overwritten.
+        cache.len = base + accepted.min(submitted);
+        result
+    }
+
+    /// Record and submit the step that feeds the token in ring slot `slot` at position `pos`
+    /// and picks the next into the following slot.
+    fn submit_step(&self, cache: &GpuCache, pos: usize, slot: usize, o: &crate::runtime::SamplingOptions, u: f32) -> Result<Pending> {
+        let gpu = &self.k.gpu;
+        let s = &cache.s;
+        let out = (slot + 1) % RING;
+        let mut b = self.record_layers(self.batch(cache), &s.ring, slot, 1, cache, pos, None)?;
+        self.record_pick(&mut b, s, 0, o, u, &s.ring, out)?;
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("token"),
+            size: 4,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        b.copy(&s.ring, (out * 4) as u64, &staging, 0, 4);
+        let index = b.submit_indexed()?;
+        let (tx, mapped) = mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        Ok(Pending { staging, index, mapped })
+    }
+
+    /// Wait for a step and read the token it picked.
+    fn read_token(&self, p: Pending) -> Result<u32> {
+        let gpu = &self.k.gpu;
+        gpu.wait_for(p.index)?;
+        let r = match p.mapped.try_recv() {
+            Ok(r) => r,
+            // The mapping completes in a poll after the submission is done.
+            Err(_) => {
+                gpu.wait()?;
+                p.mapped.recv().map_err(|_| Error::Gpu("token readback callback dropped".into()))?
+            }
+        };
+        r.map_err(|e| Error::Gpu(format!("token readback failed: {e}")))?;
+        let bytes = p.staging.slice(..).get_mapped_range().map_err(|e| Error::Gpu(format!("token readback map failed: {e}")))?.to_vec();
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+}
