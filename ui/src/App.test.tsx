@@ -1,9 +1,11 @@
 // The whole window against the in-memory backend: what a person does, and what reaches Rust.
 import { act, render, screen, waitFor, within } from '@testing-library/react';
 import userEvent from '@testing-library/user-event';
+import type { Channel } from '@tauri-apps/api/core';
 import { describe, expect, it } from 'vitest';
 import { chat, installFakeBackend, loaded, message, model, type FakeBackend } from '../test/fakeBackend';
 import App from './App';
+import type { LoadProgress } from './types';
 
 async function start(backend: FakeBackend) {
   const user = userEvent.setup();
@@ -198,6 +200,43 @@ describe('models', () => {
     await user.click(screen.getByTestId('model-picker'));
     await user.click(screen.getByTestId('model-option-gemma4:e4b'));
     expect(await screen.findByRole('alert')).toHaveTextContent("Couldn't load gemma4:e4b. This model isn't supported: vision tower layout");
+  });
+
+  // Tauri orders a Channel's messages among themselves, not against the command's reply: the
+  // last progress message ("Ready", 100%) can reach the window after load_model has resolved
+  // (or failed). It must not put the picker back into "Loading …".
+  it.each([
+    ['resolved', 'gemma3:270m'],
+    ['failed', 'gemma4:e4b'],
+  ])('ignores progress that arrives after the load command has %s', async (_how, name) => {
+    const late: Array<() => void> = [];
+    const backend = installFakeBackend({
+      current: null,
+      models: [model('gemma3:270m'), model('gemma4:e4b', { family: 'gemma4' })],
+      override: {
+        load_model: (args) => {
+          const ch = args.onProgress as Channel<LoadProgress>;
+          ch.onmessage({ stage: 'Uploading weights', fraction: 0.5 });
+          late.push(() => ch.onmessage({ stage: 'Ready', fraction: 1 }));
+          return args.name === 'gemma4:e4b' ? Promise.reject('unsupported model: vision tower layout') : Promise.resolve(loaded(String(args.name)));
+        },
+      },
+    });
+    const user = await start(backend);
+    await user.click(screen.getByTestId('model-picker'));
+    await user.click(await screen.findByTestId(`model-option-${name}`));
+    const picker = screen.getByTestId('model-picker');
+    await waitFor(() => expect(picker).not.toHaveTextContent('Loading'));
+    await waitFor(() => expect(backend.callsTo('current_model').length).toBeGreaterThan(name === 'gemma4:e4b' ? 1 : 0));
+
+    // The reply has been handled; now the progress message that lost the race arrives.
+    expect(late).toHaveLength(1);
+    await act(async () => late[0]());
+    expect(picker).not.toHaveTextContent('Loading');
+    expect(screen.queryByRole('progressbar')).toBeNull();
+    expect(screen.getByTestId('composer-input')).toBeEnabled();
+    if (name === 'gemma3:270m') expect(picker).toHaveTextContent('gemma3:270m');
+    else expect(picker).toHaveTextContent('Choose a model');
   });
 
   it('imports a GGUF chosen in the file dialog', async () => {

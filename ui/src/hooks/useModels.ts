@@ -21,8 +21,10 @@ export function useModels(): ModelsState {
   const { notify } = useNotices();
   const [list, setList] = useState<ModelEntry[]>([]);
   const [current, setCurrent] = useState<LoadedModel | null>(null);
-  const [loading, setLoading] = useState<ModelsState['loading']>(null);
+  // `id` ties the state to the load that set it, so nothing from another load can touch it.
+  const [loading, setLoading] = useState<(NonNullable<ModelsState['loading']> & { id: number }) | null>(null);
   const loadingRef = useRef(false);
+  const loadSeq = useRef(0);
 
   const refresh = useCallback(async () => {
     try {
@@ -41,19 +43,34 @@ export function useModels(): ModelsState {
     async (name: string) => {
       if (loadingRef.current) return null;
       loadingRef.current = true;
-      setLoading({ name, progress: { stage: 'Starting', fraction: 0 } });
+      const id = ++loadSeq.current;
+      // The loading state lasts exactly as long as the command: it ends when load_model
+      // settles, whatever its progress Channel still has in flight. Tauri orders a Channel's
+      // messages among themselves but not against the command's reply (progress is eval'd
+      // into the webview, the reply comes back over the IPC protocol), so the last progress
+      // message ("Ready", 100%) can arrive after the reply. Such a message is dropped here;
+      // before, it set the state back to "Loading" with nothing left to clear it.
+      let settled = false;
+      const onProgress = (progress: LoadProgress) => {
+        if (settled) return;
+        setLoading((prev) => (prev?.id === id ? { id, name, progress } : prev));
+      };
+      setLoading({ id, name, progress: { stage: 'Starting', fraction: 0 } });
       try {
-        const loaded = await models.loadModel(name, (progress) => setLoading({ name, progress }));
+        const loaded = await models.loadModel(name, onProgress);
+        settled = true;
         setCurrent(loaded);
         return loaded;
       } catch (e) {
+        settled = true;
         notify('error', `Couldn't load ${name}. ${humanError(e)}`);
         // A failed load leaves whatever the backend kept (normally nothing, or the old model).
         setCurrent(await models.currentModel().catch(() => null));
         return null;
       } finally {
+        settled = true;
         loadingRef.current = false;
-        setLoading(null);
+        setLoading((prev) => (prev?.id === id ? null : prev));
       }
     },
     [notify],
