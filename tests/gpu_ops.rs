@@ -34,7 +34,7 @@ fn up(k: &Kernels, v: &[f32]) -> wgpu::Buffer {
 fn rms_norm_matches_cpu() {
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    for (rows, n, weighted, off) in [(1, 1, true, 0), (3, 37, true, 5), (7, 256, false, 0), (2, 1153, true, 3)] {
+    for (rows, n, weighted, off) in [(1, 1, true, 0), (3, 37, true, 5), (7, 256, false, 0), (2, 1153, true, 3), (2, 2600, true, 1)] {
         let x = rand_vec(&mut rng, off + rows * n);
         let w = rand_vec(&mut rng, n);
         let xb = up(&k, &x);
@@ -325,7 +325,7 @@ fn argmax_and_top_k_match_cpu() {
 fn rms_norm_to_matches_cpu() {
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(11);
-    for (rows, n, weighted, accumulate) in [(1, 5, true, false), (3, 640, true, true), (4, 37, false, true), (2, 1536, false, false)] {
+    for (rows, n, weighted, accumulate) in [(1, 5, true, false), (3, 640, true, true), (4, 37, false, true), (2, 1536, false, false), (2, 5000, true, true)] {
         let (so, dof) = (3, 7);
         let src = rand_vec(&mut rng, so + rows * n);
         let dst = rand_vec(&mut rng, dof + rows * n + 2);

@@ -1,6 +1,11 @@
 // RMSNorm in place over `rows` rows of `n` values starting at element x_off:
 // x * (mean(x²) + eps)^-½ (* w when weighted). One workgroup per row.
-const WG: u32 = 64u;
+// 256 invocations, each keeping up to KEEP of its values in registers between the two
+// passes: a row is read from memory once (rows up to WG * KEEP long), and each invocation
+// has only a few loads in flight one after another (a 64-wide group spent most of its
+// time waiting on 24 dependent loads for a 1536-wide row).
+const WG: u32 = 256u;
+const KEEP: u32 = 8u;
 
 struct Params {
     rows: u32,
@@ -22,17 +27,37 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;
     }
     let base = p.x_off + row * p.n;
+    // A constant trip count lets the compiler unroll and keep `keep` in registers.
+    var keep: array<f32, KEEP>;
     var ss = 0.0;
-    for (var i = lid; i < p.n; i += WG) {
+    for (var j = 0u; j < KEEP; j++) {
+        let i = lid + j * WG;
+        if (i < p.n) {
+            keep[j] = x[base + i];
+            ss += keep[j] * keep[j];
+        }
+    }
+    for (var i = lid + KEEP * WG; i < p.n; i += WG) {
         let v = x[base + i];
         ss += v * v;
     }
     let s = inverseSqrt(wg_sum(ss, lid) / f32(p.n) + p.eps);
-    for (var i = lid; i < p.n; i += WG) {
-        var v = x[base + i] * s;
-        if (p.weighted != 0u) {
-            v *= w[i];
+    for (var j = 0u; j < KEEP; j++) {
+        let i = lid + j * WG;
+        if (i < p.n) {
+            put(row, i, keep[j] * s);
         }
-        x[base + i] = v;
     }
+    for (var i = lid + KEEP * WG; i < p.n; i += WG) {
+        put(row, i, x[base + i] * s);
+    }
+}
+
+// Element i of the normed row: weighted and stored.
+fn put(row: u32, i: u32, normed: f32) {
+    var v = normed;
+    if (p.weighted != 0u) {
+        v *= w[i];
+    }
+    x[p.x_off + row * p.n + i] = v;
 }

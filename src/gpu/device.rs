@@ -19,6 +19,8 @@ pub struct Gpu {
     pub subgroups: bool,
     pub subgroup_min: u32,
     pub subgroup_max: u32,
+    /// GPU timestamps can be written between passes (used by `RULLAMA_PROFILE=kernels`).
+    pub timestamps: bool,
     /// The first validation error the device reported since it was last taken.
     errors: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -87,6 +89,11 @@ impl Gpu {
         if subgroups {
             required |= wgpu::Features::SUBGROUP;
         }
+        // Timestamps are only wanted by the kernel profiler.
+        let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY) && super::kernel::kernel_profile();
+        if timestamps {
+            required |= wgpu::Features::TIMESTAMP_QUERY;
+        }
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rullama"),
@@ -119,7 +126,7 @@ impl Gpu {
                 limits.max_compute_workgroup_storage_size >> 10,
             );
         }
-        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, errors })
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, errors })
     }
 
     /// The first error the device reported since the last call, if any.

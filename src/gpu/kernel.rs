@@ -339,51 +339,108 @@ impl Batch {
     }
 }
 
-/// `RULLAMA_PROFILE=kernels`: run every dispatch on its own and time it (slow; for finding
-/// the kernels that dominate a step).
-fn kernel_profile() -> bool {
+/// `RULLAMA_PROFILE=kernels`: time every dispatch (slow; for finding the kernels that
+/// dominate a step). With GPU timestamps each dispatch gets its own pass bracketed by two
+/// timestamps, all in one submission, so the figures are GPU time per dispatch including
+/// the barrier before it; without, each dispatch is submitted and waited for on its own.
+pub(crate) fn kernel_profile() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "kernels"))
 }
 
 static KERNEL_TIMES: Mutex<Vec<(String, u32, std::time::Duration)>> = Mutex::new(Vec::new());
 
+fn record_time(name: &str, dt: std::time::Duration) {
+    let mut times = KERNEL_TIMES.lock().expect("profile lock");
+    match times.iter_mut().find(|e| e.0 == name) {
+        Some(e) => {
+            e.1 += 1;
+            e.2 += dt;
+        }
+        None => times.push((name.to_string(), 1, dt)),
+    }
+}
+
+fn step_name(step: &Step) -> &str {
+    match step {
+        Step::Copy { .. } => "copy",
+        Step::Dispatch(d) => &d.kernel.name,
+    }
+}
+
+fn encode_step(enc: &mut wgpu::CommandEncoder, step: &Step, timestamps: Option<wgpu::ComputePassTimestampWrites>) {
+    match step {
+        Step::Copy { src, src_off, dst, dst_off, bytes } => enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes),
+        Step::Dispatch(d) => {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: timestamps });
+            pass.set_pipeline(&d.kernel.pipeline);
+            pass.set_bind_group(0, &d.bind, &[d.param_offset]);
+            pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+        }
+    }
+}
+
 impl Batch {
     fn submit_timed(self) -> Result<()> {
         let gpu = self.gpu.clone();
         gpu.wait()?;
-        for step in &self.steps {
-            let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            let name = match step {
-                Step::Copy { src, src_off, dst, dst_off, bytes } => {
-                    enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes);
-                    "copy".to_string()
-                }
-                Step::Dispatch(d) => {
-                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                    pass.set_pipeline(&d.kernel.pipeline);
-                    pass.set_bind_group(0, &d.bind, &[d.param_offset]);
-                    pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
-                    d.kernel.name.clone()
-                }
-            };
-            let t = std::time::Instant::now();
-            gpu.queue.submit([enc.finish()]);
-            gpu.wait()?;
-            let dt = t.elapsed();
-            let mut times = KERNEL_TIMES.lock().expect("profile lock");
-            match times.iter_mut().find(|e| e.0 == name) {
-                Some(e) => {
-                    e.1 += 1;
-                    e.2 += dt;
-                }
-                None => times.push((name, 1, dt)),
+        if gpu.timestamps {
+            self.submit_timestamped()?;
+        } else {
+            for step in &self.steps {
+                let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+                encode_step(&mut enc, step, None);
+                let t = std::time::Instant::now();
+                gpu.queue.submit([enc.finish()]);
+                gpu.wait()?;
+                record_time(step_name(step), t.elapsed());
             }
         }
         match gpu.take_error() {
             Some(e) => Err(Error::Gpu(format!("submission rejected: {e}"))),
             None => Ok(()),
         }
+    }
+
+    fn submit_timestamped(&self) -> Result<()> {
+        let gpu = &self.gpu;
+        let dispatches: Vec<&Step> = self.steps.iter().filter(|s| matches!(s, Step::Dispatch(_))).collect();
+        let n = dispatches.len().clamp(1, 2048) as u32;
+        let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 * n });
+        let resolved = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16 * n as u64,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        let mut timed = Vec::new();
+        for step in &self.steps {
+            let q = timed.len() as u32;
+            let ts = (matches!(step, Step::Dispatch(_)) && q < n).then(|| wgpu::ComputePassTimestampWrites {
+                query_set: &set,
+                beginning_of_pass_write_index: Some(2 * q),
+                end_of_pass_write_index: Some(2 * q + 1),
+            });
+            if ts.is_some() {
+                timed.push(step_name(step).to_string());
+            }
+            encode_step(&mut enc, step, ts);
+        }
+        enc.resolve_query_set(&set, 0..2 * timed.len() as u32, &resolved, 0);
+        gpu.queue.submit([enc.finish()]);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&read_back(gpu, &resolved, 0, 16 * timed.len() as u64)?);
+        let period = gpu.queue.get_timestamp_period() as f64;
+        for (i, name) in timed.iter().enumerate() {
+            let ns = ticks[2 * i + 1].saturating_sub(ticks[2 * i]) as f64 * period;
+            record_time(name, std::time::Duration::from_nanos(ns as u64));
+        }
+        // First start to last end: the gap to the sum above is what passes cost between them.
+        if let (Some(first), Some(last)) = (ticks.first(), ticks.get(2 * timed.len() - 1)) {
+            let ns = last.saturating_sub(*first) as f64 * period;
+            record_time("(batch span, first start to last end)", std::time::Duration::from_nanos(ns as u64));
+        }
+        Ok(())
     }
 }
 
