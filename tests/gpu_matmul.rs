@@ -178,13 +178,15 @@ fn matmul_on_gguf_py_blocks() {
         for &ty in TYPES.iter().filter(|t| t.block_elems() > 1) {
             let raw = f.view(&format!("{ty}.raw")).unwrap();
             let (cols, rows) = (raw.info.row_len() as usize, raw.info.n_rows() as usize);
-            let n = 3;
-            let x = rand_vec(&mut rng, n * cols);
-            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, raw.data).unwrap();
-            let got = gpu_matmul(&k, &w, &x, n, 0, 0);
-            let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, raw.data).unwrap()).unwrap();
-            let e = max_rel(&got, &want);
-            assert!(e < TOL, "{ty} {}: rel err {e}", variant_name(&k));
+            // One token (the matvec kernel) and three.
+            for n in [1, 3] {
+                let x = rand_vec(&mut rng, n * cols);
+                let w = GpuMatrix::upload(&k, "w", ty, cols, rows, raw.data).unwrap();
+                let got = gpu_matmul(&k, &w, &x, n, 0, 0);
+                let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, raw.data).unwrap()).unwrap();
+                let e = max_rel(&got, &want);
+                assert!(e < TOL, "{ty} {} n {n}: rel err {e}", variant_name(&k));
+            }
         }
     }
 }
@@ -194,21 +196,24 @@ fn tiled_matmul_equals_untiled() {
     let mut rng = ChaCha8Rng::seed_from_u64(9);
     for k in variants() {
         for &ty in TYPES {
-            let (cols, rows, n) = (cols_for(ty), 11, 3);
-            let data = random_matrix(&mut rng, ty, cols, rows);
-            let x = rand_vec(&mut rng, n * cols);
-            let rb = data.len() / rows;
-            // Tiles of 3 rows (the limit is not a multiple of the row size).
-            let tiled = GpuMatrix::upload_with_tile_limit(&k, "w", ty, cols, rows, 1, &data, (3 * rb + rb / 2) as u64).unwrap();
-            assert_eq!(tiled.tiles().iter().map(|t| (t.row0, t.rows)).collect::<Vec<_>>(), [(0, 3), (3, 3), (6, 3), (9, 2)]);
-            assert_eq!(tiled.bytes(), data.len() as u64);
-            let whole = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
-            assert_eq!(whole.tiles().len(), 1);
-            let got = gpu_matmul(&k, &tiled, &x, n, 0, 2);
-            // Each output is computed by the same threads in the same order either way.
-            assert_eq!(got, gpu_matmul(&k, &whole, &x, n, 0, 2), "{ty} {}", variant_name(&k));
-            let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
-            assert!(max_rel(&got, &want) < TOL, "{ty}");
+            // One token (the matvec kernel) and three (the matmul kernel).
+            for n in [1, 3] {
+                let (cols, rows) = (cols_for(ty), 11);
+                let data = random_matrix(&mut rng, ty, cols, rows);
+                let x = rand_vec(&mut rng, n * cols);
+                let rb = data.len() / rows;
+                // Tiles of 3 rows (the limit is not a multiple of the row size).
+                let tiled = GpuMatrix::upload_with_tile_limit(&k, "w", ty, cols, rows, 1, &data, (3 * rb + rb / 2) as u64).unwrap();
+                assert_eq!(tiled.tiles().iter().map(|t| (t.row0, t.rows)).collect::<Vec<_>>(), [(0, 3), (3, 3), (6, 3), (9, 2)]);
+                assert_eq!(tiled.bytes(), data.len() as u64);
+                let whole = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+                assert_eq!(whole.tiles().len(), 1);
+                let got = gpu_matmul(&k, &tiled, &x, n, 0, 2);
+                // Each output is computed by the same threads in the same order either way.
+                assert_eq!(got, gpu_matmul(&k, &whole, &x, n, 0, 2), "{ty} {}", variant_name(&k));
+                let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+                assert!(max_rel(&got, &want) < TOL, "{ty}");
+            }
         }
     }
 }

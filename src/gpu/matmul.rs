@@ -44,6 +44,22 @@ struct MatmulParams {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct MatvecParams {
+    chunks: u32,
+    rows: u32,
+    row_bytes: u32,
+    x_off4: u32,
+    y_off: u32,
+    row0: u32,
+    groups_x: u32,
+    gelu_pair: u32,
+}
+
+/// Threads per workgroup of matvec.wgsl.
+const MATVEC_WG: usize = 256;
+
+#[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct EmbedParams {
     cols4: u32,
@@ -139,7 +155,10 @@ pub fn matmul(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off
     if n == 0 {
         return Ok(());
     }
-    // Decode (n = 1) gets a single-token kernel; small batches the smallest tile that fits.
+    if n == 1 {
+        return matvec(k, b, w, x, x_off, y, y_off, false);
+    }
+    // Small batches get the smallest token tile that fits.
     let t = n.min(MAX_T).next_power_of_two();
     let kernel = matmul_kernel(k, w.ty, t)?;
     let p = MatmulParams {
@@ -158,6 +177,52 @@ pub fn matmul(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off
         p.row_groups = tile.rows.div_ceil(RW as usize) as u32;
         p.row_groups as usize * n.div_ceil(t)
     })
+}
+
+/// Elements per chunk of the matvec kernel for `ty` (the `CH` of its chunk dot product).
+fn matvec_chunk(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q8_0 | GgmlType::Q5_0 => 32,
+        GgmlType::Q4_K | GgmlType::Q6_K => 64,
+        _ => 4,
+    }
+}
+
+/// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`; with `gelu_pair`, `w` stacks
+/// [gate; up] and `y[r] = gelu_tanh(gate_r · x) · (up_r · x)` for r < w.rows / 2.
+#[allow(clippy::too_many_arguments)]
+fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, gelu_pair: bool) -> Result<()> {
+    let ch = matvec_chunk(w.ty);
+    let chunks = w.cols / ch;
+    // Invocations per row: the largest power of two not above the chunk count (so none
+    // idles), 4 to 32; the rest of the workgroup takes further rows.
+    let tpr = (1usize << (usize::BITS - 1 - chunks.max(1).leading_zeros())).clamp(4, 32);
+    let name = format!("matvec/{}/tpr{tpr}", w.ty);
+    let quant = quant_parts(w.ty)?;
+    let kernel = k.get(&name, || {
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\n");
+        let mut parts = vec![header.as_str()];
+        parts.extend(&quant);
+        parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC]);
+        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite] }
+    })?;
+    let rows_per_group = MATVEC_WG / tpr;
+    for tile in w.tiles() {
+        let rows = if gelu_pair { tile.rows / 2 } else { tile.rows };
+        let (grid, groups_x) = grid_1d(rows.div_ceil(rows_per_group), k.gpu.limits.max_compute_workgroups_per_dimension);
+        let p = MatvecParams {
+            chunks: chunks as u32,
+            rows: rows as u32,
+            row_bytes: w.row_bytes() as u32,
+            x_off4: (x_off / 4) as u32,
+            y_off: y_off as u32,
+            row0: tile.row0 as u32,
+            groups_x,
+            gelu_pair: gelu_pair as u32,
+        };
+        b.dispatch(&kernel, &[&tile.buffer, x, y], &p, grid)?;
+    }
+    Ok(())
 }
 
 /// Expert matmul (ggml_mul_mat_id): `w` stacks E experts of `rows_per_expert` rows

@@ -31,6 +31,19 @@ pub mod shaders {
     pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
     pub const EMBED: &str = include_str!("../../shaders/matmul/embed.wgsl");
+    pub const MATVEC: &str = include_str!("../../shaders/matmul/matvec.wgsl");
+
+    /// The chunk dot product matvec.wgsl uses for weights of type `ty`: the type's own where
+    /// it has one (whole blocks per invocation), else four elements through its dq4.
+    pub fn quant_dot(ty: GgmlType) -> &'static str {
+        match ty {
+            GgmlType::Q8_0 => include_str!("../../shaders/quant/q8_0_dot.wgsl"),
+            GgmlType::Q5_0 => include_str!("../../shaders/quant/q5_0_dot.wgsl"),
+            GgmlType::Q4_K => include_str!("../../shaders/quant/q4_k_dot.wgsl"),
+            GgmlType::Q6_K => include_str!("../../shaders/quant/q6_k_dot.wgsl"),
+            _ => include_str!("../../shaders/quant/dot_generic.wgsl"),
+        }
+    }
 
     use crate::gguf::GgmlType;
 

@@ -1,0 +1,70 @@
+// Matrix-vector product for decoding one token, y[r] = Σ_c w[r, c] · x[c], over one tile of
+// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR), the weight
+// type's shaders/quant files and its chunk dot product (`CH`, `chunk_dot(row_byte, c, xo)`:
+// the dot product of chunk c — CH elements, laid out as the type likes — of the row at
+// byte row_byte with x from vec4 xo; shaders/quant/dot_generic.wgsl builds one from dq4).
+//
+// TPR invocations share a row and stride over its chunks, so each reads whole blocks with
+// several loads in flight; WG / TPR rows per workgroup. The TPR partial sums meet in
+// workgroup memory (a tree; works for any subgroup size).
+//
+// With `gelu_pair` the tile holds [gate; up] (2 × rows rows) and the invocations of a row
+// also take its up row: y[r] = gelu_tanh(gate · x) · (up · x) (the FFN's GeGLU, fused).
+
+struct Params {
+    chunks: u32,     // chunks per row
+    rows: u32,       // output rows
+    row_bytes: u32,
+    x_off4: u32,     // x offset in vec4s
+    y_off: u32,
+    row0: u32,       // y index of the tile's first row
+    groups_x: u32,
+    gelu_pair: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+const ROWS: u32 = WG / TPR;
+var<workgroup> part: array<f32, WG>;
+var<workgroup> part2: array<f32, WG>;
+
+fn gelu_tanh(v: f32) -> f32 {
+    return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let lin = wg.x + wg.y * p.groups_x;
+    let lane = lid % TPR;
+    let row = lin * ROWS + lid / TPR;
+    // Rows past the end compute the last row again and are not written.
+    let rb = min(row, p.rows - 1u) * p.row_bytes;
+    var acc = 0.0;
+    var acc2 = 0.0;
+    for (var c = lane; c < p.chunks; c += TPR) {
+        acc += chunk_dot(rb, c, p.x_off4);
+        if (p.gelu_pair != 0u) {
+            acc2 += chunk_dot(rb + p.rows * p.row_bytes, c, p.x_off4);
+        }
+    }
+    part[lid] = acc;
+    part2[lid] = acc2;
+    workgroupBarrier();
+    for (var s = TPR / 2u; s > 0u; s /= 2u) {
+        if (lane < s) {
+            part[lid] += part[lid + s];
+            part2[lid] += part2[lid + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && row < p.rows) {
+        var v = part[lid];
+        if (p.gelu_pair != 0u) {
+            v = gelu_tanh(v) * part2[lid];
+        }
+        y[p.y_off + p.row0 + row] = v;
+    }
+}
