@@ -389,3 +389,62 @@ fn sample_pick_matches_cpu() {
     // Most draws are far from a boundary; the test would be empty otherwise.
     assert!(checked > 150, "only {checked} draws checked");
 }
+
+/// The fused per-head step (q norm + RoPE, k norm + RoPE, unweighted v norm) equals the
+/// separate CPU ops in the same order, to the tolerance of the RoPE test above; the groups
+/// sit at offsets in their own buffers and nothing around them is written.
+#[test]
+fn head_norm_rope_matches_cpu_ops() {
+    use rullama::gpu::rope::{HeadGroup, head_norm_rope};
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    // (n_tokens, q heads, kv heads, head dim, v dim, pos0, factors, q norm weighted, with k, v norm)
+    let cases = [
+        (1, 4, 1, 256, 256, 0, false, true, true, false),
+        (3, 8, 2, 512, 512, 5000, true, true, true, true),
+        (2, 2, 1, 64, 32, 131000, false, false, true, true),
+        (2, 3, 1, 128, 128, 17, false, true, false, false),
+    ];
+    for (n, nh, kvh, hd, vhd, pos0, with_factors, q_weighted, with_k, v_norm) in cases {
+        let (base, eps, scale) = (1_000_000.0f32, 1e-6f32, 1.0f32);
+        let half = hd / 2;
+        let factors: Vec<f32> = (0..half).map(|j| if j < half / 4 { 1.0 } else { 1e30 }).collect();
+        let (qo, ko, vo) = (3, 5, 7);
+        let q = rand_vec(&mut rng, qo + n * nh * hd + 2);
+        let kk = rand_vec(&mut rng, ko + n * kvh * hd + 2);
+        let v = rand_vec(&mut rng, vo + n * kvh * vhd + 2);
+        let (wq, wk) = (rand_vec(&mut rng, hd), rand_vec(&mut rng, hd));
+        let (qb, kb, vb, wqb, wkb, fb) = (up(&k, &q), up(&k, &kk), up(&k, &v), up(&k, &wq), up(&k, &wk), up(&k, &factors));
+        let mut b = batch(&k);
+        let qg = HeadGroup { buf: &qb, off: qo, heads: nh, dim: hd, norm: Some(q_weighted.then_some(&wqb)), rope: true };
+        let kg = with_k.then(|| HeadGroup { buf: &kb, off: ko, heads: kvh, dim: hd, norm: Some(Some(&wkb)), rope: true });
+        let vg = (with_k && v_norm).then(|| HeadGroup { buf: &vb, off: vo, heads: kvh, dim: vhd, norm: Some(None), rope: false });
+        let f = with_factors.then_some(&fb);
+        head_norm_rope(&k, &mut b, qg, kg, vg, n, pos0, eps, base, f, scale).unwrap();
+        b.submit().unwrap();
+        let fw = with_factors.then_some(&factors[..]);
+        let cpu = |x: &[f32], off: usize, heads: usize, dim: usize, w: Option<&[f32]>, rope: bool, norm: bool| {
+            let mut want = x.to_vec();
+            let body = &mut want[off..off + n * heads * dim];
+            if norm {
+                ops::rms_norm(body, dim, w, eps);
+            }
+            if rope {
+                for (t, row) in body.chunks_exact_mut(heads * dim).enumerate() {
+                    ops::rope_neox(row, dim, pos0 + t, base, fw, scale);
+                }
+            }
+            want
+        };
+        let got_q = kernel::read_f32(&k.gpu, &qb, 0, q.len()).unwrap();
+        let want_q = cpu(&q, qo, nh, hd, q_weighted.then_some(&wq[..]), true, true);
+        assert!(max_rel(&got_q, &want_q) < 1e-5, "q: hd {hd} pos0 {pos0}: {}", max_rel(&got_q, &want_q));
+        assert_eq!((&got_q[..qo], &got_q[q.len() - 2..]), (&q[..qo], &q[q.len() - 2..]));
+        let got_k = kernel::read_f32(&k.gpu, &kb, 0, kk.len()).unwrap();
+        let want_k = if with_k { cpu(&kk, ko, kvh, hd, Some(&wk[..]), true, true) } else { kk.clone() };
+        assert!(max_rel(&got_k, &want_k) < 1e-5, "k: hd {hd}: {}", max_rel(&got_k, &want_k));
+        let got_v = kernel::read_f32(&k.gpu, &vb, 0, v.len()).unwrap();
+        let want_v = if with_k && v_norm { cpu(&v, vo, kvh, vhd, None, false, true) } else { v.clone() };
+        assert!(max_rel(&got_v, &want_v) < 1e-5, "v: vhd {vhd}: {}", max_rel(&got_v, &want_v));
+    }
+}

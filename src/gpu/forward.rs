@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::kernel::{self, Batch, Kernels};
+use super::rope::HeadGroup;
 use super::weights::GpuMatrix;
 use super::{attention, elementwise, matmul, moe, norm, rope, sample};
 
@@ -535,10 +536,8 @@ impl GpuModel {
         // Attention.
         norm::rms_norm_to(k, b, &s.x, 0, &s.y, 0, n, d, Some(&w.attn_norm), c.eps, false)?;
         matmul::matmul(k, b, &w.q, &s.y, 0, n, &s.q, 0)?;
-        if let Some(qn) = &w.q_norm {
-            norm::rms_norm(k, b, &s.q, 0, n * nh, hd, Some(qn), c.eps)?;
-        }
-        rope::rope_neox(k, b, &s.q, 0, n, nh, hd, pos0, rope.base, factors, 1.0 / rope.linear_scale)?;
+        let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true };
+        let (mut kg, mut vg) = (None, None);
         if let Some(kw) = &w.k {
             let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
             let (ko, vo) = (pos0 * kvh * hd, pos0 * kvh * vhd);
@@ -548,14 +547,13 @@ impl GpuModel {
                 // V := raw K, before the K norm and RoPE.
                 None => b.copy(kc, (ko * 4) as u64, vc, (vo * 4) as u64, (n * kvh * hd * 4) as u64),
             }
-            if let Some(kn) = &w.k_norm {
-                norm::rms_norm(k, b, kc, ko, n * kvh, hd, Some(kn), c.eps)?;
-            }
-            rope::rope_neox(k, b, kc, ko, n, kvh, hd, pos0, rope.base, factors, 1.0 / rope.linear_scale)?;
+            kg = Some(HeadGroup { buf: kc, off: ko, heads: kvh, dim: hd, norm: w.k_norm.as_ref().map(Some), rope: true });
             if c.v_norm {
-                norm::rms_norm(k, b, vc, vo, n * kvh, vhd, None, c.eps)?;
+                vg = Some(HeadGroup { buf: vc, off: vo, heads: kvh, dim: vhd, norm: Some(None), rope: false });
             }
         }
+        // q/k norms, RoPE on q and k, the v norm: one dispatch.
+        rope::head_norm_rope(k, b, qg, kg, vg, n, pos0, c.eps, rope.base, factors, 1.0 / rope.linear_scale)?;
         let src = plan.kv_donor.unwrap_or(li);
         let (kc, vc) = match (&cache.k[src], &cache.v[src]) {
             (Some(kc), Some(vc)) => (kc, vc),

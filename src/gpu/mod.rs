@@ -76,6 +76,8 @@ pub mod shaders {
         Some(parts)
     }
     pub const ROPE_NEOX: &str = include_str!("../../shaders/rope/rope_neox.wgsl");
+    pub const SIN_COS: &str = include_str!("../../shaders/rope/sin_cos.wgsl");
+    pub const HEAD_NORM_ROPE: &str = include_str!("../../shaders/rope/head_norm_rope.wgsl");
     pub const GEGLU: &str = include_str!("../../shaders/elementwise/geglu.wgsl");
     pub const GEGLU_FUSED: &str = include_str!("../../shaders/elementwise/geglu_fused.wgsl");
     pub const ADD: &str = include_str!("../../shaders/elementwise/add.wgsl");

@@ -1,5 +1,6 @@
-//! Rotary position embedding on the GPU (`shaders/rope/rope_neox.wgsl`); CPU twin:
-//! `cpu::ops::rope_neox`.
+//! Rotary position embedding on the GPU (`shaders/rope/rope_neox.wgsl`; CPU twin:
+//! `cpu::ops::rope_neox`), and the fused per-head norm + RoPE of a layer's q, k and v
+//! (`shaders/rope/head_norm_rope.wgsl`; CPU twin: `cpu::ops::rms_norm` then `rope_neox`).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -50,11 +51,7 @@ pub fn rope_neox(
     if pos0 + n_tokens > 1 << 24 {
         return Err(Error::Input(format!("rope_neox: position {} is beyond 2^24", pos0 + n_tokens)));
     }
-    // The frequencies come from the host so they are bit-identical to the reference's
-    // (a GPU pow is a few ulp off, which at position 1e5 moves the angle by ~0.05 rad).
-    let inv_freq = k.table(&format!("rope_inv_freq/{head_dim}/{:08x}", base.to_bits()), || {
-        (0..half).map(|j| rope_inv_freq(base, head_dim, j)).collect()
-    });
+    let inv_freq = inv_freq_table(k, head_dim, base);
     let p = Params {
         n_tokens: u32_of(n_tokens, "rope_neox n_tokens")?,
         n_heads: u32_of(n_heads, "rope_neox n_heads")?,
@@ -68,5 +65,110 @@ pub fn rope_neox(
     let items = u32_of(n_tokens * n_heads * half, "rope_neox pairs")? as usize;
     let access = [Access::ReadWrite, Access::Read, Access::Read];
     let buffers = [x, &inv_freq, factors.unwrap_or(&k.dummy)];
-    launch(k, b, "rope_neox", &[shaders::ROPE_NEOX], &access, &buffers, items.div_ceil(256), |groups_x| Params { groups_x, ..p })
+    launch(k, b, "rope_neox", &[shaders::ROPE_NEOX, shaders::SIN_COS], &access, &buffers, items.div_ceil(256), |groups_x| Params { groups_x, ..p })
+}
+
+/// The RoPE frequencies for `head_dim` and `base`, made on the host so they are
+/// bit-identical to the reference's (a GPU pow is a few ulp off, which at position 1e5
+/// moves the angle by ~0.05 rad).
+fn inv_freq_table(k: &Kernels, head_dim: usize, base: f32) -> wgpu::Buffer {
+    k.table(&format!("rope_inv_freq/{head_dim}/{:08x}", base.to_bits()), || {
+        (0..head_dim / 2).map(|j| rope_inv_freq(base, head_dim, j)).collect()
+    })
+}
+
+/// One group of heads for `head_norm_rope`: `heads` heads of `dim` values per token from
+/// element `off` of `buf`; `norm`: None (no norm), Some(None) (unweighted) or Some(Some(w));
+/// `rope`: rotate after the norm.
+pub struct HeadGroup<'a> {
+    pub buf: &'a wgpu::Buffer,
+    pub off: usize,
+    pub heads: usize,
+    pub dim: usize,
+    pub norm: Option<Option<&'a wgpu::Buffer>>,
+    pub rope: bool,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct HeadParams {
+    g: [[u32; 4]; 3],
+    n_tokens: u32,
+    pos0: u32,
+    eps: f32,
+    scale: f32,
+    has_factors: u32,
+    groups_x: u32,
+    _pad: [u32; 2],
+}
+
+/// Per-head RMSNorm then NeoX RoPE for the q group and the optional k and v groups of
+/// `n_tokens` tokens at positions `pos0..` in one dispatch (k's weight must not be given
+/// to v: group 2 is unweighted). Rotating groups share `q.dim`; RoPE as in `rope_neox`.
+#[allow(clippy::too_many_arguments)]
+pub fn head_norm_rope(
+    k: &Kernels,
+    b: &mut Batch,
+    q: HeadGroup,
+    kg: Option<HeadGroup>,
+    vg: Option<HeadGroup>,
+    n_tokens: usize,
+    pos0: usize,
+    eps: f32,
+    base: f32,
+    factors: Option<&wgpu::Buffer>,
+    pos_scale: f32,
+) -> Result<()> {
+    const MAX_DIM: usize = 2 * 128 * 4;
+    if vg.as_ref().is_some_and(|v| matches!(v.norm, Some(Some(_))) || v.rope) {
+        return Err(Error::Input("head_norm_rope: the v group is normed without weights and not rotated".into()));
+    }
+    let groups = [Some(&q), kg.as_ref(), vg.as_ref()];
+    let mut g = [[0u32; 4]; 3];
+    let mut weights = [&k.dummy, &k.dummy];
+    for (i, grp) in groups.iter().enumerate() {
+        let Some(grp) = grp else { continue };
+        if grp.dim % 2 != 0 || grp.dim > MAX_DIM || (grp.rope && grp.dim != q.dim) {
+            return Err(Error::Input(format!("head_norm_rope: head size {} (at most {MAX_DIM}, even, rotated groups as q's {})", grp.dim, q.dim)));
+        }
+        check_fits("head_norm_rope", &[(grp.buf, grp.off + n_tokens * grp.heads * grp.dim)])?;
+        let mut flags = 0;
+        if let Some(w) = grp.norm {
+            flags |= 1;
+            if let Some(w) = w {
+                check_fits("head_norm_rope weights", &[(w, grp.dim)])?;
+                weights[i.min(1)] = w;
+                flags |= 2;
+            }
+        }
+        if grp.rope {
+            flags |= 4;
+        }
+        g[i] = [u32_of(grp.off, "head_norm_rope offset")?, grp.heads as u32, grp.dim as u32, flags];
+    }
+    if pos0 + n_tokens > 1 << 24 {
+        return Err(Error::Input(format!("head_norm_rope: position {} is beyond 2^24", pos0 + n_tokens)));
+    }
+    if let Some(f) = factors {
+        check_fits("head_norm_rope factors", &[(f, q.dim / 2)])?;
+    }
+    let inv_freq = inv_freq_table(k, q.dim, base);
+    // Absent groups bind stand-ins: two writable bindings may not share a buffer.
+    let kb = kg.as_ref().map(|g| g.buf.clone()).unwrap_or_else(|| k.scratch("head_norm_rope/k", 4));
+    let vb = vg.as_ref().map(|g| g.buf.clone()).unwrap_or_else(|| k.scratch("head_norm_rope/v", 4));
+    let p = HeadParams {
+        g,
+        n_tokens: n_tokens as u32,
+        pos0: pos0 as u32,
+        eps,
+        scale: pos_scale,
+        has_factors: factors.is_some() as u32,
+        groups_x: 0,
+        _pad: [0; 2],
+    };
+    let heads = n_tokens * groups.iter().flatten().map(|g| g.heads).sum::<usize>();
+    let access = [Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::Read, Access::Read, Access::Read];
+    let buffers = [q.buf, &kb, &vb, weights[0], weights[1], &inv_freq, factors.unwrap_or(&k.dummy)];
+    let code = [shaders::HEAD_NORM_ROPE, shaders::SIN_COS, shaders::REDUCE];
+    launch(k, b, "head_norm_rope", &code, &access, &buffers, heads, |groups_x| HeadParams { groups_x, ..p })
 }
