@@ -355,3 +355,29 @@ fn bad_uploads_and_calls_are_errors() {
     let ids = up_u32(&k, &[0, 0]);
     assert!(matches!(matmul_experts(&k, &mut b, &w, 3, &ids, 1, &x, 0, false, 1, &y, 0), Err(Error::Input(_))));
 }
+
+/// The fused gate/up/GeGLU matvec equals the CPU's two products and GeGLU. GELU's tanh
+/// differs by a few ulp between the GPU and libm, hence 2 × TOL; a row paired with the
+/// wrong up row, or a missed chunk, is off by far more.
+#[test]
+fn matvec_geglu_matches_cpu() {
+    use rullama::gpu::matmul::matvec_geglu;
+    let mut rng = ChaCha8Rng::seed_from_u64(14);
+    let k = kernels();
+    for &ty in TYPES {
+        let (cols, f) = (cols_for(ty), 37);
+        let gate = random_matrix(&mut rng, ty, cols, f);
+        let upw = random_matrix(&mut rng, ty, cols, f);
+        let x = rand_vec(&mut rng, cols);
+        let stacked: Vec<u8> = gate.iter().chain(&upw).copied().collect();
+        let w = GpuMatrix::upload_stacked(&k, "gate_up", ty, cols, 2 * f, 2 * f, &stacked).unwrap();
+        let xb = up(&k, &x);
+        let got = run(&k, 1 + f + 1, |b, y| matvec_geglu(&k, b, &w, &xb, 0, y, 1).unwrap());
+        assert!(got[0] == SENTINEL && got[f + 1] == SENTINEL, "writes outside y");
+        let mut want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, f, &gate).unwrap()).unwrap();
+        let u = ops::matmul(&x, 1, &QMatrix::new(ty, cols, f, &upw).unwrap()).unwrap();
+        ops::geglu(&mut want, &u);
+        let e = max_rel(&got[1..f + 1], &want);
+        assert!(e < 2.0 * TOL, "{ty}: rel err {e}");
+    }
+}

@@ -60,13 +60,20 @@ struct Layer {
     o: GpuMatrix,
     post_attn_norm: wgpu::Buffer,
     ffn_norm: wgpu::Buffer,
-    gate: GpuMatrix,
-    up: GpuMatrix,
+    gate_up: GateUp,
     down: GpuMatrix,
     post_ffw_norm: wgpu::Buffer,
     moe: Option<MoeLayer>,
     ple: Option<PleLayer>,
     output_scale: Option<wgpu::Buffer>,
+}
+
+/// The FFN's gate and up projections: stacked as [gate; up] in one matrix where they have
+/// the same type and fit one binding (decode then runs gate, up and GeGLU as one matvec),
+/// else as they are stored.
+enum GateUp {
+    Stacked(GpuMatrix),
+    Split(GpuMatrix, GpuMatrix),
 }
 
 struct Ple {
@@ -78,7 +85,8 @@ struct Ple {
 /// f32 activation values a session allocates (for up to MAX_BATCH tokens at once).
 fn scratch_floats(c: &Config) -> usize {
     let (qmax, fmax) = widest(c);
-    MAX_BATCH * (3 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab
+    // x, y, a, ffn; q, attn; gate (room for [gate | up] rows), up.
+    MAX_BATCH * (4 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab
 }
 
 /// Widest per-token attention row (all heads) and FFN row over the layers: the sizes of the
@@ -251,6 +259,19 @@ impl Loader<'_> {
         Ok(kernel::upload(&self.k.gpu, name, bytemuck::cast_slice(&v)))
     }
 
+    fn gate_up(&mut self, gate: &str, up: &str) -> Result<GateUp> {
+        let (g, u) = (self.info(gate)?.clone(), self.info(up)?.clone());
+        let fits = 2 * g.n_bytes <= self.k.gpu.max_binding();
+        if g.ty != u.ty || g.dims != u.dims || !fits {
+            return Ok(GateUp::Split(self.matrix(gate)?, self.matrix(up)?));
+        }
+        let mut data = self.file.tensor_data(&g).to_vec();
+        data.extend_from_slice(self.file.tensor_data(&u));
+        self.bytes += data.len() as u64;
+        let rows = 2 * g.n_rows() as usize;
+        Ok(GateUp::Stacked(GpuMatrix::upload_stacked(self.k, gate, g.ty, g.row_len() as usize, rows, rows, &data)?))
+    }
+
     fn vector_alias(&mut self, names: [String; 2]) -> Result<wgpu::Buffer> {
         let n = self.first(&names)?;
         self.vector(&n)
@@ -348,8 +369,7 @@ impl GpuModel {
                 o: l.matrix(&n("attn_output.weight"))?,
                 post_attn_norm: l.vector_alias(alias("post_attention_norm.weight", "attn_post_norm.weight"))?,
                 ffn_norm: l.vector_alias(alias("ffn_norm.weight", "ffn_pre_norm.weight"))?,
-                gate: l.matrix(&n("ffn_gate.weight"))?,
-                up: l.matrix(&n("ffn_up.weight"))?,
+                gate_up: l.gate_up(&n("ffn_gate.weight"), &n("ffn_up.weight"))?,
                 down: l.matrix(&n("ffn_down.weight"))?,
                 post_ffw_norm: l.vector_alias(alias("post_ffw_norm.weight", "ffn_post_norm.weight"))?,
                 moe,
@@ -410,7 +430,7 @@ impl GpuModel {
             q: f32_buf(k, "q", b * qmax),
             attn: f32_buf(k, "attn", b * qmax),
             a: f32_buf(k, "a", b * c.hidden),
-            gate: f32_buf(k, "gate", b * fmax),
+            gate: f32_buf(k, "gate", b * 2 * fmax),
             up: f32_buf(k, "up", b * fmax),
             ffn: f32_buf(k, "ffn", b * c.hidden),
             logits: f32_buf(k, "logits", LOGIT_ROWS * c.vocab),
@@ -571,10 +591,25 @@ impl GpuModel {
         // Feed-forward: dense, plus the MoE branch on MoE models.
         norm::rms_norm_to(k, b, &s.x, 0, &s.y, 0, n, d, Some(&w.ffn_norm), c.eps, false)?;
         let f = plan.ffn_width;
-        matmul::matmul(k, b, &w.gate, &s.y, 0, n, &s.gate, 0)?;
-        matmul::matmul(k, b, &w.up, &s.y, 0, n, &s.up, 0)?;
-        elementwise::geglu(k, b, &s.gate, 0, f, &s.up, 0, f, n, f)?;
-        matmul::matmul(k, b, &w.down, &s.gate, 0, n, &s.ffn, 0)?;
+        // GeGLU(gate, up) lands in s.gate, rows `stride` apart.
+        let stride = match &w.gate_up {
+            GateUp::Stacked(m) if n == 1 => {
+                matmul::matvec_geglu(k, b, m, &s.y, 0, &s.gate, 0)?;
+                f
+            }
+            GateUp::Stacked(m) => {
+                matmul::matmul(k, b, m, &s.y, 0, n, &s.gate, 0)?;
+                elementwise::geglu_fused(k, b, &s.gate, 0, n, f)?;
+                2 * f
+            }
+            GateUp::Split(gate, up) => {
+                matmul::matmul(k, b, gate, &s.y, 0, n, &s.gate, 0)?;
+                matmul::matmul(k, b, up, &s.y, 0, n, &s.up, 0)?;
+                elementwise::geglu(k, b, &s.gate, 0, f, &s.up, 0, f, n, f)?;
+                f
+            }
+        };
+        matmul::matmul_strided(k, b, &w.down, &s.gate, 0, stride, n, &s.ffn, 0)?;
         if let (Some(m), Some(ms)) = (&w.moe, &s.moe) {
             self.moe(b, m, ms, s, n)?;
         }

@@ -149,12 +149,32 @@ fn dispatch_tiles(
 /// `x_off` (a multiple of 4), y rows of `w.rows` from element `y_off`.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, n: usize, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
+    matmul_strided(k, b, w, x, x_off, w.cols, n, y, y_off)
+}
+
+/// `matmul` with x rows `x_stride` elements apart (a multiple of 4, ≥ `w.cols`): reads the
+/// first `w.cols` of each, e.g. the gate half of [gate | up] rows.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_strided(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    x: &wgpu::Buffer,
+    x_off: usize,
+    x_stride: usize,
+    n: usize,
+    y: &wgpu::Buffer,
+    y_off: usize,
+) -> Result<()> {
     check_x_off(x_off)?;
-    check_len(x, "matmul input", x_off + n * w.cols)?;
-    check_len(y, "matmul output", y_off + n * w.rows)?;
+    if x_stride < w.cols || !x_stride.is_multiple_of(4) {
+        return Err(Error::Input(format!("matmul: x stride {x_stride} must be a multiple of 4 and at least {}", w.cols)));
+    }
     if n == 0 {
         return Ok(());
     }
+    check_len(x, "matmul input", x_off + (n - 1) * x_stride + w.cols)?;
+    check_len(y, "matmul output", y_off + n * w.rows)?;
     if n == 1 {
         return matvec(k, b, w, x, x_off, y, y_off, false);
     }
@@ -168,7 +188,7 @@ pub fn matmul(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off
         x_off4: (x_off / 4) as u32,
         y_off: y_off as u32,
         y_stride: w.rows as u32,
-        x_stride4: (w.cols / 4) as u32,
+        x_stride4: (x_stride / 4) as u32,
         ..Default::default()
     };
     dispatch_tiles(k, b, w, &kernel, [x, y, &k.dummy], p, |tile, p| {
@@ -186,6 +206,20 @@ fn matvec_chunk(ty: GgmlType) -> usize {
         GgmlType::Q4_K | GgmlType::Q6_K => 64,
         _ => 4,
     }
+}
+
+/// The FFN's gate, up and GeGLU for one token in one dispatch: `w` stacks [gate; up]
+/// (2F rows, one binding tile) and `y[r] = gelu_tanh(gate_r · x) · (up_r · x)`, r < F.
+/// CPU twin: `cpu::ops::matmul` of gate and up, then `cpu::ops::geglu`.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_geglu(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
+    if w.tiles().len() != 1 || !w.rows.is_multiple_of(2) {
+        return Err(Error::Input(format!("matvec_geglu: [gate; up] must be one tile of an even number of rows ({} rows in {} tiles)", w.rows, w.tiles().len())));
+    }
+    check_x_off(x_off)?;
+    check_len(x, "matvec_geglu input", x_off + w.cols)?;
+    check_len(y, "matvec_geglu output", y_off + w.rows / 2)?;
+    matvec(k, b, w, x, x_off, y, y_off, true)
 }
 
 /// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`; with `gelu_pair`, `w` stacks
