@@ -201,8 +201,12 @@ fn attention_matches_cpu() {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     // (n_tokens, n_heads, kv_heads, head_dim, v_head_dim, pos0, window, scale)
     type Case = (usize, usize, usize, usize, usize, usize, usize, f32);
-    let cases: [Case; 8] = [
+    let cases: [Case; 11] = [
         (1, 4, 2, 32, 32, 0, 0, 1.0),
+        // Decode shapes: Gemma 4 sliding (window) and global (512-wide) layers, an odd width.
+        (1, 8, 1, 256, 256, 700, 512, 0.0625),
+        (1, 8, 1, 512, 512, 1000, 0, 0.044),
+        (1, 3, 1, 48, 40, 77, 0, 0.2),
         (3, 4, 2, 64, 48, 5, 0, 0.125),
         (4, 4, 1, 32, 40, 9, 5, 0.3),
         (1, 4, 2, 256, 256, 230, 0, 0.0625),

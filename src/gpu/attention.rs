@@ -3,7 +3,8 @@
 //! `cpu::ops::attention`.
 //!
 //! `attention` runs one workgroup per (token, head): right for prefill, where tokens × heads
-//! fill the GPU. `attention_split` also splits each query's keys over several workgroups and
+//! fill the GPU. A single query token (decode) gets `attention_decode.wgsl`, which spreads
+//! each key's dot product over several invocations instead of one. `attention_split` also splits each query's keys over several workgroups and
 //! merges their partial softmax states: right for decode, where one token's few heads would
 //! leave most of a large GPU idle over a long history.
 
@@ -104,7 +105,7 @@ pub fn attention_split(
         0 => pos0 + n_tokens,
         w => w.min(pos0 + n_tokens),
     };
-    let (splits, chunk) = split_plan(rows, keys);
+    let (splits, chunk) = split_plan(rows, keys, if n_tokens == 1 { DECODE_TILE } else { CHUNK_ALIGN });
     if splits <= 1 {
         return attention(
             k, b, q, q_off, n_tokens, n_heads, head_dim, kc, vc, kv_heads, v_head_dim, pos0, window, scale, out, out_off,
@@ -137,12 +138,15 @@ pub fn attention_split(
 /// keys for its output dimensions) is a chain of memory reads whose length the chunk bounds.
 const CHUNK_ALIGN: usize = 16;
 
-/// How many splits of how many keys (a multiple of CHUNK_ALIGN) for `rows` queries of up
-/// to `keys` keys each.
-fn split_plan(rows: usize, keys: usize) -> (usize, usize) {
-    let want = TARGET_GROUPS.div_ceil(rows.max(1)).min(keys.div_ceil(CHUNK_ALIGN)).max(1);
-    let chunk = keys.div_ceil(want).div_ceil(CHUNK_ALIGN) * CHUNK_ALIGN;
-    (keys.div_ceil(chunk.max(1)).max(1), chunk.max(CHUNK_ALIGN))
+/// Keys per tile of attention_decode.wgsl (its KT): its splits are whole tiles.
+const DECODE_TILE: usize = 32;
+
+/// How many splits of how many keys (a multiple of `align`) for `rows` queries of up to
+/// `keys` keys each.
+fn split_plan(rows: usize, keys: usize, align: usize) -> (usize, usize) {
+    let want = TARGET_GROUPS.div_ceil(rows.max(1)).min(keys.div_ceil(align)).max(1);
+    let chunk = keys.div_ceil(want).div_ceil(align) * align;
+    (keys.div_ceil(chunk.max(1)).max(1), chunk.max(align))
 }
 
 /// Checked shapes as kernel parameters (single pass, `out_off` 0).
@@ -205,6 +209,10 @@ fn run(
     groups: usize,
 ) -> Result<()> {
     let access = [Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+    if p.n_tokens == 1 {
+        let code = [shaders::ATTENTION_DECODE];
+        return launch(k, b, "attention_decode", &code, &access, &[q, kc, vc, out], groups, |groups_x| Params { groups_x, ..p });
+    }
     let code = [shaders::ATTENTION, shaders::REDUCE];
     launch(k, b, "attention", &code, &access, &[q, kc, vc, out], groups, |groups_x| Params { groups_x, ..p })
 }
@@ -215,10 +223,10 @@ mod tests {
 
     #[test]
     fn split_plan_covers_every_key_with_whole_tiles() {
-        for rows in [1, 3, 8, 64, 300] {
+        for (rows, align) in [(1, DECODE_TILE), (8, DECODE_TILE), (3, CHUNK_ALIGN), (8, CHUNK_ALIGN), (64, CHUNK_ALIGN), (300, CHUNK_ALIGN)] {
             for keys in [1, 63, 64, 65, 200, 4096, 131072] {
-                let (splits, chunk) = split_plan(rows, keys);
-                assert_eq!(chunk % CHUNK_ALIGN, 0);
+                let (splits, chunk) = split_plan(rows, keys, align);
+                assert_eq!(chunk % align, 0);
                 assert!(splits * chunk >= keys, "rows {rows} keys {keys}");
                 assert!((splits - 1) * chunk < keys, "no empty split: rows {rows} keys {keys}");
                 assert!(rows * splits < TARGET_GROUPS + rows, "rows {rows} keys {keys}");
