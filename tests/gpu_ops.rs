@@ -452,3 +452,40 @@ fn head_norm_rope_matches_cpu_ops() {
         assert!(max_rel(&got_v, &want_v) < 1e-5, "v: vhd {vhd}: {}", max_rel(&got_v, &want_v));
     }
 }
+
+/// The residual step (post-norm add, layer scale, next input norm) equals the CPU ops in
+/// the same order: 1e-5 relative (sums over the row in another order).
+#[test]
+fn residual_norm_matches_cpu_ops() {
+    use rullama::gpu::norm::residual_norm;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    // (rows, n, with scale, with next norm)
+    for (rows, n, with_scale, with_pre) in [(1, 640, false, true), (3, 1536, true, true), (2, 37, true, false), (2, 5376, false, true)] {
+        let (ao, xo, yo) = (4, 1, 2);
+        let a = rand_vec(&mut rng, ao + rows * n);
+        let x = rand_vec(&mut rng, xo + rows * n + 1);
+        let y = vec![5.0f32; yo + rows * n + 1];
+        let (wp, wn) = (rand_vec(&mut rng, n), rand_vec(&mut rng, n));
+        let sc = [0.37f32];
+        let (ab, xb, yb, wpb, wnb, scb) = (up(&k, &a), up(&k, &x), up(&k, &y), up(&k, &wp), up(&k, &wn), up(&k, &sc));
+        let mut b = batch(&k);
+        let pre = with_pre.then_some((&yb, yo, &wnb));
+        residual_norm(&k, &mut b, (&ab, ao), (&xb, xo), rows, n, &wpb, with_scale.then_some(&scb), pre, 1e-6).unwrap();
+        b.submit().unwrap();
+        let mut want_x = x.clone();
+        ops::rms_norm_to(&a[ao..], &mut want_x[xo..xo + rows * n], n, Some(&wp), 1e-6, true);
+        if with_scale {
+            want_x[xo..xo + rows * n].iter_mut().for_each(|v| *v *= sc[0]);
+        }
+        let mut want_y = y.clone();
+        if with_pre {
+            ops::rms_norm_to(&want_x[xo..xo + rows * n], &mut want_y[yo..yo + rows * n], n, Some(&wn), 1e-6, false);
+        }
+        let got_x = kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap();
+        let got_y = kernel::read_f32(&k.gpu, &yb, 0, y.len()).unwrap();
+        assert!(max_rel(&got_x, &want_x) < 1e-5, "x: rows {rows} n {n}: {}", max_rel(&got_x, &want_x));
+        assert!(max_rel(&got_y, &want_y) < 1e-5, "y: rows {rows} n {n}: {}", max_rel(&got_y, &want_y));
+        assert_eq!((got_x[0], got_x[x.len() - 1]), (x[0], x[x.len() - 1]), "x outside the rows untouched");
+    }
+}

@@ -1,35 +1,46 @@
-// Workgroup sum over WG invocations (WG is defined by the including shader).
+// Workgroup sum and max over WG invocations (WG, a multiple of 32, is defined by the
+// including shader). Three barriers whatever WG is: 32 invocations each fold a column of
+// the WG values, then every invocation folds the 32 partials itself, in the same order,
+// so all of them hold the same bits (kernels branch on the result uniformly). A halving
+// tree took 2·log2(WG) + 1 barriers, which dominated small kernels.
 var<workgroup> red_scratch: array<f32, WG>;
+var<workgroup> red_lane: array<f32, 32>;
 
 fn wg_sum(v: f32, lid: u32) -> f32 {
     red_scratch[lid] = v;
     workgroupBarrier();
-    var s = WG / 2u;
-    while (s > 0u) {
-        if (lid < s) {
-            red_scratch[lid] += red_scratch[lid + s];
+    if (lid < 32u) {
+        var s = 0.0;
+        for (var i = lid; i < WG; i += 32u) {
+            s += red_scratch[i];
         }
-        workgroupBarrier();
-        s = s / 2u;
+        red_lane[lid] = s;
     }
-    let r = red_scratch[0];
     workgroupBarrier();
-    return r;
+    var t = 0.0;
+    for (var i = 0u; i < 32u; i++) {
+        t += red_lane[i];
+    }
+    // The scratch is free again only once everyone has read it.
+    workgroupBarrier();
+    return t;
 }
 
-// Workgroup max, same pattern.
 fn wg_max(v: f32, lid: u32) -> f32 {
     red_scratch[lid] = v;
     workgroupBarrier();
-    var s = WG / 2u;
-    while (s > 0u) {
-        if (lid < s) {
-            red_scratch[lid] = max(red_scratch[lid], red_scratch[lid + s]);
+    if (lid < 32u) {
+        var s = red_scratch[lid];
+        for (var i = lid + 32u; i < WG; i += 32u) {
+            s = max(s, red_scratch[i]);
         }
-        workgroupBarrier();
-        s = s / 2u;
+        red_lane[lid] = s;
     }
-    let r = red_scratch[0];
     workgroupBarrier();
-    return r;
+    var t = red_lane[0];
+    for (var i = 1u; i < 32u; i++) {
+        t = max(t, red_lane[i]);
+    }
+    workgroupBarrier();
+    return t;
 }

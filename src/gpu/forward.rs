@@ -507,6 +507,9 @@ impl GpuModel {
         let c = &self.cfg;
         matmul::embed(&self.k, &mut b, &self.token_embd, ids, ids_off, n, c.embed_scale, &cache.s.x, 0)?;
         self.per_layer_inputs(&mut b, cache, ids, ids_off, n)?;
+        // The first layer's input norm; each layer's last step makes the next one's.
+        let first = &self.layers.first().ok_or_else(|| Error::Gguf("the model has no layers".into()))?.attn_norm;
+        norm::rms_norm_to(&self.k, &mut b, &cache.s.x, 0, &cache.s.y, 0, n, c.hidden, Some(first), c.eps, false)?;
         for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
             for l in chunk {
                 self.layer(&mut b, l.index, cache, n, pos0)?;
@@ -553,8 +556,7 @@ impl GpuModel {
         };
         let factors = if rope.freq_factors { self.rope_freqs.as_ref() } else { None };
 
-        // Attention.
-        norm::rms_norm_to(k, b, &s.x, 0, &s.y, 0, n, d, Some(&w.attn_norm), c.eps, false)?;
+        // Attention (s.y holds RMS(x; attn_norm): the previous residual step made it).
         matmul::matmul(k, b, &w.q, &s.y, 0, n, &s.q, 0)?;
         let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true };
         let (mut kg, mut vg) = (None, None);
@@ -585,11 +587,10 @@ impl GpuModel {
         };
         attention::attention_split(k, b, &s.q, 0, n, nh, hd, kc, vc, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
         matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
-        // x += RMS(a; post_attention_norm)
-        norm::rms_norm_to(k, b, &s.a, 0, &s.x, 0, n, d, Some(&w.post_attn_norm), c.eps, true)?;
+        // x += RMS(a; post_attention_norm); y = RMS(x; ffn_norm)
+        norm::residual_norm(k, b, (&s.a, 0), (&s.x, 0), n, d, &w.post_attn_norm, None, Some((&s.y, 0, &w.ffn_norm)), c.eps)?;
 
         // Feed-forward: dense, plus the MoE branch on MoE models.
-        norm::rms_norm_to(k, b, &s.x, 0, &s.y, 0, n, d, Some(&w.ffn_norm), c.eps, false)?;
         let f = plan.ffn_width;
         // GeGLU(gate, up) lands in s.gate, rows `stride` apart.
         let stride = match &w.gate_up {
@@ -613,20 +614,25 @@ impl GpuModel {
         if let (Some(m), Some(ms)) = (&w.moe, &s.moe) {
             self.moe(b, m, ms, s, n)?;
         }
-        norm::rms_norm_to(k, b, &s.ffn, 0, &s.x, 0, n, d, Some(&w.post_ffw_norm), c.eps, true)?;
-
-        // Per-layer embedding injection.
-        if let (Some(pw), Some(ps)) = (&w.ple, &s.ple) {
-            let (pd, lp) = (c.ple_dim, c.ple_dim * c.n_layers);
-            matmul::matmul(k, b, &pw.inp_gate, &s.x, 0, n, &ps.g, 0)?;
-            elementwise::geglu(k, b, &ps.g, 0, pd, &ps.inputs, li * pd, lp, n, pd)?;
-            matmul::matmul(k, b, &pw.proj, &ps.g, 0, n, &ps.p, 0)?;
-            norm::rms_norm_to(k, b, &ps.p, 0, &s.x, 0, n, d, Some(&pw.post_norm), c.eps, true)?;
+        // The layer ends with x += RMS(ffn; post_ffw_norm) (then the PLE injection), the
+        // layer scale, and y = RMS(x; next layer's attn_norm, or output_norm after the last).
+        let next_norm = match self.layers.get(li + 1) {
+            Some(next) => &next.attn_norm,
+            None => &self.output_norm,
+        };
+        let end = Some((&s.y, 0, next_norm));
+        let scale = w.output_scale.as_ref();
+        match (&w.ple, &s.ple) {
+            (Some(pw), Some(ps)) => {
+                norm::residual_norm(k, b, (&s.ffn, 0), (&s.x, 0), n, d, &w.post_ffw_norm, None, None, c.eps)?;
+                let (pd, lp) = (c.ple_dim, c.ple_dim * c.n_layers);
+                matmul::matmul(k, b, &pw.inp_gate, &s.x, 0, n, &ps.g, 0)?;
+                elementwise::geglu(k, b, &ps.g, 0, pd, &ps.inputs, li * pd, lp, n, pd)?;
+                matmul::matmul(k, b, &pw.proj, &ps.g, 0, n, &ps.p, 0)?;
+                norm::residual_norm(k, b, (&ps.p, 0), (&s.x, 0), n, d, &pw.post_norm, scale, end, c.eps)
+            }
+            _ => norm::residual_norm(k, b, (&s.ffn, 0), (&s.x, 0), n, d, &w.post_ffw_norm, scale, end, c.eps),
         }
-        if let Some(sc) = &w.output_scale {
-            elementwise::scale_by(k, b, &s.x, 0, n * d, sc, 0)?;
-        }
-        Ok(())
     }
 
     /// MoE branch (spec §6.6), added to the dense branch's output in `s.ffn` after both
@@ -664,13 +670,12 @@ impl GpuModel {
         elementwise::add(k, b, &s.ffn, 0, &ms.out, 0, n * d)
     }
 
-    /// Final norm + LM head + softcap for rows `[r0, r0+rows)` of `s.x` into `s.logits`.
+    /// LM head + softcap for rows `[r0, r0+rows)` of `s.y` (the final norm, which the last
+    /// layer's residual step leaves there) into `s.logits`.
     fn head(&self, b: &mut Batch, s: &Scratch, r0: usize, rows: usize) -> Result<()> {
         let c = &self.cfg;
         let k = &self.k;
-        let d = c.hidden;
-        norm::rms_norm_to(k, b, &s.x, r0 * d, &s.y, 0, rows, d, Some(&self.output_norm), c.eps, false)?;
-        matmul::matmul(k, b, &self.output, &s.y, 0, rows, &s.logits, 0)?;
+        matmul::matmul(k, b, &self.output, &s.y, r0 * c.hidden, rows, &s.logits, 0)?;
         if let Some(cap) = c.final_logit_softcap {
             elementwise::softcap(k, b, &s.logits, 0, rows * c.vocab, cap)?;
         }

@@ -27,6 +27,7 @@ pub mod shaders {
     pub const MATH: &str = include_str!("../../shaders/common/math.wgsl");
     pub const RMS_NORM: &str = include_str!("../../shaders/norm/rms_norm.wgsl");
     pub const RMS_NORM_TO: &str = include_str!("../../shaders/norm/rms_norm_to.wgsl");
+    pub const RESIDUAL_NORM: &str = include_str!("../../shaders/norm/residual_norm.wgsl");
     pub const MATMUL: &str = include_str!("../../shaders/matmul/matmul.wgsl");
     pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");

@@ -1,10 +1,13 @@
 //! RMSNorm on the GPU: in place (`shaders/norm/rms_norm.wgsl`, CPU twin `cpu::ops::rms_norm`)
 //! and from one buffer into another, optionally adding into it (`shaders/norm/rms_norm_to.wgsl`,
-//! CPU twin `cpu::ops::rms_norm_to`).
+//! CPU twin `cpu::ops::rms_norm_to`), and the residual step between blocks
+//! (`shaders/norm/residual_norm.wgsl`; CPU twin: `rms_norm_to` accumulating, the layer
+//! scale, `rms_norm_to`).
 
 use super::kernel::{Access, Batch, KernelSource, Kernels};
 use super::{compose, grid_1d, shaders};
-use crate::Result;
+use super::{check_fits, launch, u32_of};
+use crate::{Error, Result};
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -88,4 +91,65 @@ pub fn rms_norm_to(
         groups_x,
     };
     b.dispatch(&kernel, &[src, dst, w.unwrap_or(&k.dummy)], &p, grid)
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct ResidualParams {
+    rows: u32,
+    n: u32,
+    eps: f32,
+    a_off: u32,
+    x_off: u32,
+    y_off: u32,
+    flags: u32,
+    groups_x: u32,
+}
+
+/// Longest row `residual_norm` holds (WG × KEEP in the shader).
+pub const RESIDUAL_MAX: usize = 256 * 24;
+
+/// For `rows` rows of `n`: `x += RMS(a) · w_post`, then `x *= scale[0]` when `scale` is
+/// given, then `y = RMS(x) · w_pre` when `pre` is given (`Some((y, y_off, w_pre))`).
+#[allow(clippy::too_many_arguments)]
+pub fn residual_norm(
+    k: &Kernels,
+    b: &mut Batch,
+    a: (&wgpu::Buffer, usize),
+    x: (&wgpu::Buffer, usize),
+    rows: usize,
+    n: usize,
+    w_post: &wgpu::Buffer,
+    scale: Option<&wgpu::Buffer>,
+    pre: Option<(&wgpu::Buffer, usize, &wgpu::Buffer)>,
+    eps: f32,
+) -> Result<()> {
+    if n == 0 || n > RESIDUAL_MAX {
+        return Err(Error::Input(format!("residual_norm: rows of {n} (1..={RESIDUAL_MAX})")));
+    }
+    check_fits("residual_norm", &[(a.0, a.1 + rows * n), (x.0, x.1 + rows * n), (w_post, n)])?;
+    if let Some(s) = scale {
+        check_fits("residual_norm scale", &[(s, 1)])?;
+    }
+    let y = match pre {
+        Some((y, y_off, w)) => {
+            check_fits("residual_norm output", &[(y, y_off + rows * n), (w, n)])?;
+            (y.clone(), y_off, w.clone())
+        }
+        None => (k.scratch("residual_norm/y", 4), 0, k.dummy.clone()),
+    };
+    let p = ResidualParams {
+        rows: u32_of(rows, "residual_norm rows")?,
+        n: n as u32,
+        eps,
+        a_off: u32_of(a.1, "residual_norm a_off")?,
+        x_off: u32_of(x.1, "residual_norm x_off")?,
+        y_off: u32_of(y.1, "residual_norm y_off")?,
+        flags: scale.is_some() as u32 | (pre.is_some() as u32) << 1,
+        groups_x: 0,
+    };
+    let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::Read, Access::Read];
+    let buffers = [a.0, x.0, &y.0, w_post, &y.2, scale.unwrap_or(&k.dummy)];
+    let code = [shaders::RESIDUAL_NORM, shaders::REDUCE];
+    launch(k, b, "residual_norm", &code, &access, &buffers, rows, |groups_x| ResidualParams { groups_x, ..p })
 }
