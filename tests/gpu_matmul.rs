@@ -381,3 +381,26 @@ fn matvec_geglu_matches_cpu() {
         assert!(e < 2.0 * TOL, "{ty}: rel err {e}");
     }
 }
+
+/// The gated matvec of the per-layer embeddings: gelu_tanh(w · x) times a vector read at an
+/// offset, against the CPU's product and GeGLU (2 × TOL, as above).
+#[test]
+fn matvec_gelu_mul_matches_cpu() {
+    use rullama::gpu::matmul::matvec_gelu_mul;
+    let mut rng = ChaCha8Rng::seed_from_u64(15);
+    let k = kernels();
+    for &ty in TYPES {
+        let (cols, rows, off) = (cols_for(ty), 37, 5);
+        let data = random_matrix(&mut rng, ty, cols, rows);
+        let x = rand_vec(&mut rng, cols);
+        let other = rand_vec(&mut rng, off + rows);
+        let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+        let (xb, ob) = (up(&k, &x), up(&k, &other));
+        let got = run(&k, rows + 1, |b, y| matvec_gelu_mul(&k, b, &w, &xb, 0, &ob, off, y, 0).unwrap());
+        assert_eq!(got[rows], SENTINEL, "writes outside y");
+        let mut want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+        ops::geglu(&mut want, &other[off..]);
+        let e = max_rel(&got[..rows], &want);
+        assert!(e < 2.0 * TOL, "{ty}: rel err {e}");
+    }
+}

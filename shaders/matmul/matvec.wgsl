@@ -8,8 +8,10 @@
 // several loads in flight; WG / TPR rows per workgroup. The TPR partial sums meet in
 // workgroup memory (a tree; works for any subgroup size).
 //
-// With `gelu_pair` the tile holds [gate; up] (2 × rows rows) and the invocations of a row
-// also take its up row: y[r] = gelu_tanh(gate · x) · (up · x) (the FFN's GeGLU, fused).
+// Epilogues (`mode`): 0 none; 1 (GELU_PAIR) the tile holds [gate; up] (2 × rows rows) and
+// the invocations of a row also take its up row: y[r] = gelu_tanh(gate · x) · (up · x)
+// (the FFN's GeGLU); 2 (GELU_MUL) y[r] = gelu_tanh(w_r · x) · other[other_off + r] (the
+// per-layer-embedding gate).
 
 struct Params {
     chunks: u32,     // chunks per row
@@ -19,13 +21,18 @@ struct Params {
     y_off: u32,
     row0: u32,       // y index of the tile's first row
     groups_x: u32,
-    gelu_pair: u32,
+    mode: u32,
+    other_off: u32,
 }
+
+const GELU_PAIR: u32 = 1u;
+const GELU_MUL: u32 = 2u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read> other: array<f32>;
 
 const ROWS: u32 = WG / TPR;
 var<workgroup> part: array<f32, WG>;
@@ -46,7 +53,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var acc2 = 0.0;
     for (var c = lane; c < p.chunks; c += TPR) {
         acc += chunk_dot(rb, c, p.x_off4);
-        if (p.gelu_pair != 0u) {
+        if (p.mode == GELU_PAIR) {
             acc2 += chunk_dot(rb + p.rows * p.row_bytes, c, p.x_off4);
         }
     }
@@ -62,8 +69,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     if (lane == 0u && row < p.rows) {
         var v = part[lid];
-        if (p.gelu_pair != 0u) {
+        if (p.mode == GELU_PAIR) {
             v = gelu_tanh(v) * part2[lid];
+        } else if (p.mode == GELU_MUL) {
+            v = gelu_tanh(v) * other[p.other_off + row];
         }
         y[p.y_off + p.row0 + row] = v;
     }

@@ -626,8 +626,12 @@ impl GpuModel {
             (Some(pw), Some(ps)) => {
                 norm::residual_norm(k, b, (&s.ffn, 0), (&s.x, 0), n, d, &w.post_ffw_norm, None, None, c.eps)?;
                 let (pd, lp) = (c.ple_dim, c.ple_dim * c.n_layers);
-                matmul::matmul(k, b, &pw.inp_gate, &s.x, 0, n, &ps.g, 0)?;
-                elementwise::geglu(k, b, &ps.g, 0, pd, &ps.inputs, li * pd, lp, n, pd)?;
+                if n == 1 {
+                    matmul::matvec_gelu_mul(k, b, &pw.inp_gate, &s.x, 0, &ps.inputs, li * pd, &ps.g, 0)?;
+                } else {
+                    matmul::matmul(k, b, &pw.inp_gate, &s.x, 0, n, &ps.g, 0)?;
+                    elementwise::geglu(k, b, &ps.g, 0, pd, &ps.inputs, li * pd, lp, n, pd)?;
+                }
                 matmul::matmul(k, b, &pw.proj, &ps.g, 0, n, &ps.p, 0)?;
                 norm::residual_norm(k, b, (&ps.p, 0), (&s.x, 0), n, d, &pw.post_norm, scale, end, c.eps)
             }

@@ -53,7 +53,19 @@ struct MatvecParams {
     y_off: u32,
     row0: u32,
     groups_x: u32,
-    gelu_pair: u32,
+    mode: u32,
+    other_off: u32,
+    _pad: u32,
+}
+
+/// What matvec.wgsl does with each row's dot product.
+#[derive(Clone, Copy)]
+enum Epilogue<'a> {
+    None,
+    /// `w` stacks [gate; up]: gelu_tanh(gate · x) · (up · x).
+    GeluPair,
+    /// gelu_tanh(w · x) · other[off + r].
+    GeluMul(&'a wgpu::Buffer, usize),
 }
 
 /// Threads per workgroup of matvec.wgsl.
@@ -176,7 +188,7 @@ pub fn matmul_strided(
     check_len(x, "matmul input", x_off + (n - 1) * x_stride + w.cols)?;
     check_len(y, "matmul output", y_off + n * w.rows)?;
     if n == 1 {
-        return matvec(k, b, w, x, x_off, y, y_off, false);
+        return matvec(k, b, w, x, x_off, y, y_off, Epilogue::None);
     }
     // Small batches get the smallest token tile that fits.
     let t = n.min(MAX_T).next_power_of_two();
@@ -219,13 +231,33 @@ pub fn matvec_geglu(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer,
     check_x_off(x_off)?;
     check_len(x, "matvec_geglu input", x_off + w.cols)?;
     check_len(y, "matvec_geglu output", y_off + w.rows / 2)?;
-    matvec(k, b, w, x, x_off, y, y_off, true)
+    matvec(k, b, w, x, x_off, y, y_off, Epilogue::GeluPair)
 }
 
-/// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`; with `gelu_pair`, `w` stacks
-/// [gate; up] and `y[r] = gelu_tanh(gate_r · x) · (up_r · x)` for r < w.rows / 2.
+/// One token: `y[r] = gelu_tanh(w_r · x) · other[other_off + r]` (the per-layer-embedding
+/// gate). CPU twin: `cpu::ops::matmul`, then `cpu::ops::geglu` with `other` as the up half.
 #[allow(clippy::too_many_arguments)]
-fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, gelu_pair: bool) -> Result<()> {
+pub fn matvec_gelu_mul(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    x: &wgpu::Buffer,
+    x_off: usize,
+    other: &wgpu::Buffer,
+    other_off: usize,
+    y: &wgpu::Buffer,
+    y_off: usize,
+) -> Result<()> {
+    check_x_off(x_off)?;
+    check_len(x, "matvec_gelu_mul input", x_off + w.cols)?;
+    check_len(other, "matvec_gelu_mul other", other_off + w.rows)?;
+    check_len(y, "matvec_gelu_mul output", y_off + w.rows)?;
+    matvec(k, b, w, x, x_off, y, y_off, Epilogue::GeluMul(other, other_off))
+}
+
+/// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`, then the epilogue.
+#[allow(clippy::too_many_arguments)]
+fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
     let ch = matvec_chunk(w.ty);
     let chunks = w.cols / ch;
     // Invocations per row: the largest power of two not above the chunk count (so none
@@ -238,9 +270,15 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
         parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC]);
-        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite] }
+        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read] }
     })?;
     let rows_per_group = MATVEC_WG / tpr;
+    let gelu_pair = matches!(epi, Epilogue::GeluPair);
+    let (mode, other, other_off) = match epi {
+        Epilogue::None => (0, &k.dummy, 0),
+        Epilogue::GeluPair => (1, &k.dummy, 0),
+        Epilogue::GeluMul(o, off) => (2, o, off),
+    };
     for tile in w.tiles() {
         let rows = if gelu_pair { tile.rows / 2 } else { tile.rows };
         let (grid, groups_x) = grid_1d(rows.div_ceil(rows_per_group), k.gpu.limits.max_compute_workgroups_per_dimension);
@@ -252,9 +290,11 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
             y_off: y_off as u32,
             row0: tile.row0 as u32,
             groups_x,
-            gelu_pair: gelu_pair as u32,
+            mode,
+            other_off: (other_off + tile.row0) as u32,
+            _pad: 0,
         };
-        b.dispatch(&kernel, &[&tile.buffer, x, y], &p, grid)?;
+        b.dispatch(&kernel, &[&tile.buffer, x, y, other], &p, grid)?;
     }
     Ok(())
 }
