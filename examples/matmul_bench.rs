@@ -1,7 +1,6 @@
-//! Micro-benchmark of the GPU matmul: decode matvec bandwidth (GB/s of weights read) for
-//! 2048x2048 matrices (Q4_K, Q8_0, Q6_K, F16) and prefill (512 tokens) GFLOP/s, plus decode
-//! through a 262144x640 Q8_0 LM head (Gemma 3 270M's, large enough to show bandwidth rather
-//! than dispatch cost). Prints numbers only; weights are random valid blocks (speed does
+//! Micro-benchmark of the GPU matmul: decode matvec time and bandwidth (GB/s of weights
+//! read) at the shapes of Gemma 4 E2B's and Gemma 3 270M's layers and LM heads, and
+//! prefill (512 tokens) GFLOP/s at 2048x2048. Prints numbers only; weights are random valid blocks (speed does
 //! not depend on the values).
 //!
 //! `cargo run --release --example matmul_bench [reps]` (RULLAMA_ADAPTER picks the GPU).
@@ -58,18 +57,28 @@ fn main() -> rullama::Result<()> {
     let reps: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
     let k = Kernels::new(Gpu::get()?);
     println!("adapter: {} ({:?}), subgroups {}", k.gpu.info.name, k.gpu.info.backend, k.gpu.subgroups);
-    let (cols, rows) = (2048, 2048);
-    for ty in [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::F16] {
+    // Decode shapes of the Gemma 4 E2B and Gemma 3 270M layers (rows x cols).
+    let shapes = [
+        (GgmlType::Q4_K, 12288, 1536, "E2B [gate; up]"),
+        (GgmlType::Q4_K, 2048, 1536, "E2B q"),
+        (GgmlType::Q4_K, 1536, 6144, "E2B down"),
+        (GgmlType::Q6_K, 1536, 6144, "E2B down (Q6_K layers)"),
+        (GgmlType::Q6_K, 262_144, 1536, "E2B LM head"),
+        (GgmlType::Q5_0, 1024, 640, "270M q"),
+        (GgmlType::Q8_0, 262_144, 640, "270M LM head"),
+        (GgmlType::F16, 2048, 2048, "F16"),
+    ];
+    for (ty, rows, cols, what) in shapes {
         let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &random_blocks(ty, cols, rows, 42))?;
-        let t = time(&k, &w, 1, reps)?;
-        println!("{ty:5} decode  {rows}x{cols}: {:8.2} us  {:7.1} GB/s", t * 1e6, w.bytes() as f64 / t / 1e9);
-        let n = 512;
+        let r = if rows > 100_000 { reps / 4 } else { reps };
+        let t = time(&k, &w, 1, r.max(2))?;
+        println!("{ty:5} decode  {rows:>6}x{cols:<5} {what:24}: {:8.2} us  {:7.1} GB/s", t * 1e6, w.bytes() as f64 / t / 1e9);
+    }
+    for ty in [GgmlType::Q4_K, GgmlType::Q8_0] {
+        let (cols, rows, n) = (2048, 2048, 512);
+        let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &random_blocks(ty, cols, rows, 42))?;
         let t = time(&k, &w, n, (reps / 10).max(2))?;
         println!("{ty:5} prefill {rows}x{cols} x {n}: {:8.2} us  {:7.1} GFLOP/s", t * 1e6, 2.0 * (n * rows * cols) as f64 / t / 1e9);
     }
-    let (ty, cols, rows) = (GgmlType::Q8_0, 640, 262_144);
-    let w = GpuMatrix::upload(&k, "lm_head", ty, cols, rows, &random_blocks(ty, cols, rows, 7))?;
-    let t = time(&k, &w, 1, reps / 4)?;
-    println!("{ty:5} decode  {rows}x{cols}: {:8.2} us  {:7.1} GB/s", t * 1e6, w.bytes() as f64 / t / 1e9);
     Ok(())
 }

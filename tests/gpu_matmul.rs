@@ -404,3 +404,23 @@ fn matvec_gelu_mul_matches_cpu() {
         assert!(e < 2.0 * TOL, "{ty}: rel err {e}");
     }
 }
+
+/// Tall matrices (more than 4096 rows) take the matvec shape with four rows per invocation
+/// group; every type, a row count that leaves a partial group.
+#[test]
+fn matvec_tall_matrices_match_cpu() {
+    let mut rng = ChaCha8Rng::seed_from_u64(16);
+    let k = kernels();
+    for &ty in TYPES {
+        for cols in [cols_for(ty), 2 * cols_for(ty)] {
+            let rows = 4099;
+            let data = random_matrix(&mut rng, ty, cols, rows);
+            let x = rand_vec(&mut rng, cols);
+            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+            let got = gpu_matmul(&k, &w, &x, 1, 0, 1);
+            let want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+            let e = max_rel(&got, &want);
+            assert!(e < TOL, "{ty} {rows}x{cols}: rel err {e}");
+        }
+    }
+}

@@ -71,6 +71,23 @@ enum Epilogue<'a> {
 /// Threads per workgroup of matvec.wgsl.
 const MATVEC_WG: usize = 256;
 
+/// Invocations per row group (TPR) and rows per group (RW) of matvec.wgsl for a tile of
+/// `rows` rows of `chunks` chunks. Measured on an H100 at the Gemma layer shapes
+/// (examples/matmul_bench.rs): up to a few thousand rows, 32 invocations per row (fewer for
+/// rows of few chunks) and two rows each keep enough workgroups running; for tall matrices
+/// (FFN, LM heads) fewer invocations per row and four rows each share more of x and need
+/// fewer workgroups (the 262144-row LM heads run 1.3-1.4× faster than with the former).
+fn matvec_shape(rows: usize, chunks: usize) -> (usize, usize) {
+    if rows <= 4096 {
+        let tpr = if chunks >= 16 { 32 } else { (1usize << (usize::BITS - 1 - chunks.max(1).leading_zeros())).max(4) };
+        (tpr, 2)
+    } else if chunks <= 32 {
+        (8, 4)
+    } else {
+        (16, 4)
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct EmbedParams {
@@ -262,17 +279,17 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
     let chunks = w.cols / ch;
     // Invocations per row: the largest power of two not above the chunk count (so none
     // idles), 4 to 32; the rest of the workgroup takes further rows.
-    let tpr = (1usize << (usize::BITS - 1 - chunks.max(1).leading_zeros())).clamp(4, 32);
-    let name = format!("matvec/{}/tpr{tpr}", w.ty);
+    let (tpr, rw) = matvec_shape(w.tiles()[0].rows, chunks);
+    let name = format!("matvec/{}/tpr{tpr}/rw{rw}", w.ty);
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst RW: u32 = {rw}u;\n");
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
         parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC]);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read] }
     })?;
-    let rows_per_group = MATVEC_WG / tpr;
+    let rows_per_group = MATVEC_WG / tpr * rw;
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
     let (mode, other, other_off) = match epi {
         Epilogue::None => (0, &k.dummy, 0),
