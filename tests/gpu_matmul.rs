@@ -154,7 +154,7 @@ fn matmul_matches_cpu_for_every_type() {
     for k in variants() {
         for &ty in TYPES {
             let cols = cols_for(ty);
-            for (rows, n, x_off, y_off) in [(37, 1, 0, 0), (5, 3, 4, 3), (13, 9, 8, 1), (1, 2, 0, 0)] {
+            for (rows, n, x_off, y_off) in [(37, 1, 0, 0), (5, 3, 4, 3), (13, 9, 8, 1), (1, 2, 0, 0), (70, 37, 4, 2), (13, 70, 0, 1)] {
                 let data = random_matrix(&mut rng, ty, cols, rows);
                 let x = rand_vec(&mut rng, n * cols);
                 let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
@@ -421,6 +421,30 @@ fn matvec_tall_matrices_match_cpu() {
             let want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
             let e = max_rel(&got, &want);
             assert!(e < TOL, "{ty} {rows}x{cols}: rel err {e}");
+        }
+    }
+}
+
+/// Prefill sizes (32 tokens and more) take the 64 × 64 tiled kernel: every type at a width
+/// that is a multiple of 32 (the float types' usual test width is not), token and row
+/// counts that leave partial tiles, x rows wider than the matrix.
+#[test]
+fn tiled_matmul_matches_cpu() {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let k = kernels();
+    for &ty in TYPES {
+        let cols = 1024;
+        for (rows, n, stride) in [(70, 33, cols), (64, 64, cols + 8), (130, 129, cols)] {
+            let data = random_matrix(&mut rng, ty, cols, rows);
+            let xs = rand_vec(&mut rng, n * stride);
+            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+            let xb = up(&k, &xs);
+            let got = run(&k, 3 + n * rows + 1, |b, y| rullama::gpu::matmul::matmul_strided(&k, b, &w, &xb, 0, stride, n, y, 3).unwrap());
+            assert!(got[..3].iter().chain(got.last()).all(|&v| v == SENTINEL), "writes outside y");
+            let x: Vec<f32> = xs.chunks(stride).flat_map(|r| r[..cols].to_vec()).collect();
+            let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+            let e = max_rel(&got[3..3 + n * rows], &want);
+            assert!(e < TOL, "{ty} {rows}x{cols} n {n} stride {stride}: rel err {e}");
         }
     }
 }

@@ -207,6 +207,9 @@ pub fn matmul_strided(
     if n == 1 {
         return matvec(k, b, w, x, x_off, y, y_off, Epilogue::None);
     }
+    if n >= TILED_MIN_TOKENS && w.cols.is_multiple_of(32) {
+        return matmul_tiled(k, b, w, x, x_off, x_stride, n, y, y_off);
+    }
     // Small batches get the smallest token tile that fits.
     let t = n.min(MAX_T).next_power_of_two();
     let kernel = matmul_kernel(k, w.ty, t)?;
@@ -225,6 +228,37 @@ pub fn matmul_strided(
         p.row0 = tile.row0 as u32;
         p.row_groups = tile.rows.div_ceil(RW as usize) as u32;
         p.row_groups as usize * n.div_ceil(t)
+    })
+}
+
+/// Tokens from which `matmul_tiled.wgsl` (64 × 64 output tiles) takes over.
+const TILED_MIN_TOKENS: usize = 32;
+
+/// Many tokens (`matmul_tiled.wgsl`); x rows `x_stride` apart, cols a multiple of 32.
+#[allow(clippy::too_many_arguments)]
+fn matmul_tiled(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, x_stride: usize, n: usize, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
+    let name = format!("matmul_tiled/{}", w.ty);
+    let quant = quant_parts(w.ty)?;
+    let kernel = k.get(&name, || {
+        let mut parts = quant.clone();
+        parts.push(shaders::MATMUL_TILED);
+        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read] }
+    })?;
+    let p = MatmulParams {
+        cols4: (w.cols / 4) as u32,
+        row_bytes: w.row_bytes() as u32,
+        n: n as u32,
+        x_off4: (x_off / 4) as u32,
+        y_off: y_off as u32,
+        y_stride: w.rows as u32,
+        x_stride4: (x_stride / 4) as u32,
+        ..Default::default()
+    };
+    dispatch_tiles(k, b, w, &kernel, [x, y, &k.dummy], p, |tile, p| {
+        p.rows = tile.rows as u32;
+        p.row0 = tile.row0 as u32;
+        p.row_groups = tile.rows.div_ceil(64) as u32;
+        p.row_groups as usize * n.div_ceil(64)
     })
 }
 
