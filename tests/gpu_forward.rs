@@ -102,7 +102,6 @@ fn real_gemma3_270m_gpu_matches_cpu() {
     let gpu = GpuModel::load(f.clone()).unwrap();
     let cpu = CpuModel::load(f).unwrap();
     let toks: Vec<u32> = npy::read::<i32>(common::fixture("gemma3_270m_ref/tokens.npy")).unwrap().data.iter().map(|&t| t as u32).collect();
-    // 40 tokens: the prefill matmuls take the tiled kernel (32 tokens and more).
     let toks = &toks[..40];
     let no = AtomicBool::new(false);
     let mut gc = gpu.new_cache(toks.len());

@@ -425,11 +425,10 @@ fn matvec_tall_matrices_match_cpu() {
     }
 }
 
-/// Prefill sizes (32 tokens and more) take the 64 × 64 tiled kernel: every type at a width
-/// that is a multiple of 32 (the float types' usual test width is not), token and row
-/// counts that leave partial tiles, x rows wider than the matrix.
+/// Prefill sizes: every type, token and row counts that leave partial token tiles and row
+/// groups, x rows wider than the matrix.
 #[test]
-fn tiled_matmul_matches_cpu() {
+fn prefill_matmul_matches_cpu() {
     let mut rng = ChaCha8Rng::seed_from_u64(17);
     let k = kernels();
     for &ty in TYPES {

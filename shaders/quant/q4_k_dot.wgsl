@@ -3,7 +3,7 @@
 // are 144 bytes and rows whole blocks, so every field is word-aligned.
 const CH: u32 = 64u;
 
-fn chunk_dot(row_byte: u32, c: u32, xs: ptr<function, array<vec4<f32>, CH / 4u>>) -> f32 {
+fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
     let b = (row_byte + (c / 4u) * QB) >> 2u;
     let j = c % 4u;
     let dm = unpack2x16float(w[b]);
@@ -16,8 +16,8 @@ fn chunk_dot(row_byte: u32, c: u32, xs: ptr<function, array<vec4<f32>, CH / 4u>>
     let one = vec4<f32>(1.0);
     for (var g = 0u; g < 8u; g++) {
         let q = w[b + 4u + 8u * j + g];
-        let xa = (*xs)[g];
-        let xb = (*xs)[8u + g];
+        let xa = x[xo + 16u * c + g];
+        let xb = x[xo + 16u * c + 8u + g];
         s0 += dot(bytes4(q & 0x0F0F0F0Fu), xa);
         s1 += dot(bytes4((q >> 4u) & 0x0F0F0F0Fu), xb);
         x0 += dot(one, xa);

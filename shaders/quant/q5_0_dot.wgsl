@@ -11,7 +11,7 @@ fn win32(ws: array<u32, 6>, o: u32) -> u32 {
     return (ws[i] >> 16u) | (ws[i + 1u] << 16u);
 }
 
-fn chunk_dot(row_byte: u32, c: u32, xs: ptr<function, array<vec4<f32>, CH / 4u>>) -> f32 {
+fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
     let b = row_byte + c * QB;
     let i = b >> 2u;
     var ws: array<u32, 6>;
@@ -27,7 +27,7 @@ fn chunk_dot(row_byte: u32, c: u32, xs: ptr<function, array<vec4<f32>, CH / 4u>>
         // Elements 4j.. (low nibbles) and 16 + 4j.. (high nibbles), 5th bits from qh.
         let lo = (q & 0x0F0F0F0Fu) | (spread4(qh >> (4u * j)) << 4u);
         let hi = ((q >> 4u) & 0x0F0F0F0Fu) | (spread4(qh >> (16u + 4u * j)) << 4u);
-        s += dot(bytes4(lo) - 16.0, (*xs)[j]) + dot(bytes4(hi) - 16.0, (*xs)[4u + j]);
+        s += dot(bytes4(lo) - 16.0, x[xo + 8u * c + j]) + dot(bytes4(hi) - 16.0, x[xo + 8u * c + 4u + j]);
     }
     return d * s;
 }

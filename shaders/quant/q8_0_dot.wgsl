@@ -2,7 +2,7 @@
 // bytes start 2- or 4-aligned; nine words cover them either way and are read once.
 const CH: u32 = 32u;
 
-fn chunk_dot(row_byte: u32, c: u32, xs: ptr<function, array<vec4<f32>, CH / 4u>>) -> f32 {
+fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
     let b = row_byte + c * QB;
     let i = b >> 2u;
     var ws: array<u32, 9>;
@@ -16,7 +16,7 @@ fn chunk_dot(row_byte: u32, c: u32, xs: ptr<function, array<vec4<f32>, CH / 4u>>
     for (var j = 0u; j < 8u; j++) {
         // Bytes 2 + 4j .. 5 + 4j of the block.
         let q = select((ws[j] >> 16u) | (ws[j + 1u] << 16u), ws[j + 1u], odd);
-        s += dot(sbytes4(q), (*xs)[j]);
+        s += dot(sbytes4(q), x[xo + 8u * c + j]);
     }
     return d * s;
 }

@@ -71,21 +71,12 @@ enum Epilogue<'a> {
 /// Threads per workgroup of matvec.wgsl.
 const MATVEC_WG: usize = 256;
 
-/// Invocations per row group (TPR) and rows per group (RW) of matvec.wgsl for a tile of
-/// `rows` rows of `chunks` chunks. Measured on an H100 at the Gemma layer shapes
-/// (examples/matmul_bench.rs): up to a few thousand rows, 32 invocations per row (fewer for
-/// rows of few chunks) and two rows each keep enough workgroups running; for tall matrices
-/// (FFN, LM heads) fewer invocations per row and four rows each share more of x and need
-/// fewer workgroups (the 262144-row LM heads run 1.3-1.4× faster than with the former).
-fn matvec_shape(rows: usize, chunks: usize) -> (usize, usize) {
-    if rows <= 4096 {
-        let tpr = if chunks >= 16 { 32 } else { (1usize << (usize::BITS - 1 - chunks.max(1).leading_zeros())).max(4) };
-        (tpr, 2)
-    } else if chunks <= 32 {
-        (8, 4)
-    } else {
-        (16, 4)
-    }
+/// Invocations per row (TPR) of matvec.wgsl for rows of `chunks` chunks: the largest power
+/// of two not above the chunk count (so none idles), 4 to 32. Sharing x chunks between
+/// rows (several rows per invocation, x held in registers) measured slower end to end on
+/// an H100 (Gemma 4 E2B decode 135 → 89-103 tok/s), though faster for the LM heads alone.
+fn matvec_tpr(chunks: usize) -> usize {
+    (1usize << (usize::BITS - 1 - chunks.max(1).leading_zeros())).clamp(4, 32)
 }
 
 #[repr(C)]
@@ -207,9 +198,6 @@ pub fn matmul_strided(
     if n == 1 {
         return matvec(k, b, w, x, x_off, y, y_off, Epilogue::None);
     }
-    if n >= TILED_MIN_TOKENS && w.cols.is_multiple_of(32) {
-        return matmul_tiled(k, b, w, x, x_off, x_stride, n, y, y_off);
-    }
     // Small batches get the smallest token tile that fits.
     let t = n.min(MAX_T).next_power_of_two();
     let kernel = matmul_kernel(k, w.ty, t)?;
@@ -228,37 +216,6 @@ pub fn matmul_strided(
         p.row0 = tile.row0 as u32;
         p.row_groups = tile.rows.div_ceil(RW as usize) as u32;
         p.row_groups as usize * n.div_ceil(t)
-    })
-}
-
-/// Tokens from which `matmul_tiled.wgsl` (64 × 64 output tiles) takes over.
-const TILED_MIN_TOKENS: usize = 32;
-
-/// Many tokens (`matmul_tiled.wgsl`); x rows `x_stride` apart, cols a multiple of 32.
-#[allow(clippy::too_many_arguments)]
-fn matmul_tiled(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, x_stride: usize, n: usize, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
-    let name = format!("matmul_tiled/{}", w.ty);
-    let quant = quant_parts(w.ty)?;
-    let kernel = k.get(&name, || {
-        let mut parts = quant.clone();
-        parts.push(shaders::MATMUL_TILED);
-        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read] }
-    })?;
-    let p = MatmulParams {
-        cols4: (w.cols / 4) as u32,
-        row_bytes: w.row_bytes() as u32,
-        n: n as u32,
-        x_off4: (x_off / 4) as u32,
-        y_off: y_off as u32,
-        y_stride: w.rows as u32,
-        x_stride4: (x_stride / 4) as u32,
-        ..Default::default()
-    };
-    dispatch_tiles(k, b, w, &kernel, [x, y, &k.dummy], p, |tile, p| {
-        p.rows = tile.rows as u32;
-        p.row0 = tile.row0 as u32;
-        p.row_groups = tile.rows.div_ceil(64) as u32;
-        p.row_groups as usize * n.div_ceil(64)
     })
 }
 
@@ -313,17 +270,17 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
     let chunks = w.cols / ch;
     // Invocations per row: the largest power of two not above the chunk count (so none
     // idles), 4 to 32; the rest of the workgroup takes further rows.
-    let (tpr, rw) = matvec_shape(w.tiles()[0].rows, chunks);
-    let name = format!("matvec/{}/tpr{tpr}/rw{rw}", w.ty);
+    let tpr = matvec_tpr(chunks);
+    let name = format!("matvec/{}/tpr{tpr}", w.ty);
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst RW: u32 = {rw}u;\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\n");
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
         parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC]);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read] }
     })?;
-    let rows_per_group = MATVEC_WG / tpr * rw;
+    let rows_per_group = MATVEC_WG / tpr;
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
     let (mode, other, other_off) = match epi {
         Epilogue::None => (0, &k.dummy, 0),

@@ -32,7 +32,6 @@ pub mod shaders {
     pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
     pub const EMBED: &str = include_str!("../../shaders/matmul/embed.wgsl");
-    pub const MATMUL_TILED: &str = include_str!("../../shaders/matmul/matmul_tiled.wgsl");
     pub const MATVEC: &str = include_str!("../../shaders/matmul/matvec.wgsl");
 
     /// The chunk dot product matvec.wgsl uses for weights of type `ty`: the type's own where
