@@ -71,13 +71,12 @@ enum Epilogue<'a> {
 /// Threads per workgroup of matvec.wgsl.
 const MATVEC_WG: usize = 256;
 
-/// Invocations per row (TPR) of matvec.wgsl for rows of `chunks` chunks: the largest power
-/// of two not above the chunk count (so none idles), 4 to 32. Sharing x chunks between
-/// rows (several rows per invocation, x held in registers) measured slower end to end on
-/// an H100 (Gemma 4 E2B decode 135 → 89-103 tok/s), though faster for the LM heads alone.
-fn matvec_tpr(chunks: usize) -> usize {
-    (1usize << (usize::BITS - 1 - chunks.max(1).leading_zeros())).clamp(4, 32)
-}
+/// Invocations per row of matvec.wgsl. 32 whatever the row length: on an H100 this beat
+/// matching it to the chunk count (fewer idle invocations, but fewer rows in flight):
+/// 270M / E2B decode 438 / 135 → 453 / 137 tok/s, and 8 gave 385 / 104. Sharing x chunks
+/// between rows (several rows per invocation, x held in registers) measured slower end to
+/// end (E2B 89-103 tok/s), though faster for the LM heads alone.
+const MATVEC_TPR: usize = 32;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -270,7 +269,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
     let chunks = w.cols / ch;
     // Invocations per row: the largest power of two not above the chunk count (so none
     // idles), 4 to 32; the rest of the workgroup takes further rows.
-    let tpr = matvec_tpr(chunks);
+    let tpr = MATVEC_TPR;
     let name = format!("matvec/{}/tpr{tpr}", w.ty);
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {

@@ -107,7 +107,7 @@ struct ResidualParams {
 }
 
 /// Longest row `residual_norm` holds (WG × KEEP in the shader).
-pub const RESIDUAL_MAX: usize = 256 * 24;
+pub const RESIDUAL_MAX: usize = 6144;
 
 /// For `rows` rows of `n`: `x += RMS(a) · w_post`, then `x *= scale[0]` when `scale` is
 /// given, then `y = RMS(x) · w_pre` when `pre` is given (`Some((y, y_off, w_pre))`).
@@ -150,6 +150,8 @@ pub fn residual_norm(
     };
     let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::Read, Access::Read];
     let buffers = [a.0, x.0, &y.0, w_post, &y.2, scale.unwrap_or(&k.dummy)];
-    let code = [shaders::RESIDUAL_NORM, shaders::REDUCE];
+    let wg = if k.gpu.limits.max_compute_invocations_per_workgroup >= 512 { 512 } else { 256 };
+    let header = format!("const WG: u32 = {wg}u;\nconst KEEP: u32 = {}u;\n", RESIDUAL_MAX / wg);
+    let code = [header.as_str(), shaders::RESIDUAL_NORM, shaders::REDUCE];
     launch(k, b, "residual_norm", &code, &access, &buffers, rows, |groups_x| ResidualParams { groups_x, ..p })
 }
