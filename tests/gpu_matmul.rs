@@ -447,3 +447,54 @@ fn prefill_matmul_matches_cpu() {
         }
     }
 }
+
+/// A stacked [q; k; v] matrix: one token routed part by part into three buffers at offsets
+/// (and [q; k] with no third part), and row ranges of it for several tokens, against the
+/// CPU product of each part.
+#[test]
+fn stacked_parts_match_cpu() {
+    use rullama::gpu::matmul::{matmul_rows, matvec_routed};
+    let mut rng = ChaCha8Rng::seed_from_u64(18);
+    let k = kernels();
+    for &ty in TYPES {
+        let cols = cols_for(ty);
+        let rows = [37, 9, 11];
+        let parts: Vec<Vec<u8>> = rows.iter().map(|&r| random_matrix(&mut rng, ty, cols, r)).collect();
+        let want = |x: &[f32], n: usize, i: usize| ops::matmul(x, n, &QMatrix::new(ty, cols, rows[i], &parts[i]).unwrap()).unwrap();
+        for with_v in [true, false] {
+            let used = if with_v { 3 } else { 2 };
+            let data: Vec<u8> = parts[..used].concat();
+            let total: usize = rows[..used].iter().sum();
+            let w = GpuMatrix::upload_stacked(&k, "qkv", ty, cols, total, total, &data).unwrap();
+            let x = rand_vec(&mut rng, cols);
+            let xb = up(&k, &x);
+            let outs: Vec<wgpu::Buffer> = (0..3).map(|i| up(&k, &vec![SENTINEL; 2 + rows[i] + 1])).collect();
+            let v_rows = if with_v { rows[2] } else { 0 };
+            let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+            matvec_routed(&k, &mut b, &w, &xb, 0, [(&outs[0], 2, rows[0]), (&outs[1], 2, rows[1]), (&outs[2], 2, v_rows)]).unwrap();
+            b.submit().unwrap();
+            for i in 0..3 {
+                let got = kernel::read_f32(&k.gpu, &outs[i], 0, 2 + rows[i] + 1).unwrap();
+                assert!(got[..2].iter().chain(got.last()).all(|&v| v == SENTINEL), "{ty} part {i}: writes outside");
+                if i < used {
+                    let e = max_rel(&got[2..2 + rows[i]], &want(&x, 1, i));
+                    assert!(e < TOL, "{ty} routed part {i}: rel err {e}");
+                } else {
+                    assert!(got.iter().all(|&v| v == SENTINEL), "{ty}: an absent part is not written");
+                }
+            }
+            // Row ranges for several tokens (prefill).
+            let n = 5;
+            let xs = rand_vec(&mut rng, n * cols);
+            let xsb = up(&k, &xs);
+            let mut first = 0;
+            for i in 0..used {
+                let got = run(&k, 1 + n * rows[i] + 1, |b, y| matmul_rows(&k, b, &w, first, rows[i], &xsb, 0, n, y, 1).unwrap());
+                assert!(got[0] == SENTINEL && *got.last().unwrap() == SENTINEL, "{ty} rows: writes outside");
+                let e = max_rel(&got[1..1 + n * rows[i]], &want(&xs, n, i));
+                assert!(e < TOL, "{ty} rows of part {i}: rel err {e}");
+                first += rows[i];
+            }
+        }
+    }
+}

@@ -29,6 +29,7 @@ struct Params {
     row_groups: u32,
     groups_x: u32,
     x_stride4: u32,  // x row stride in vec4s
+    w_row0: u32,     // matmul: first weight row (in the tile buffer) of row 0
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -49,7 +50,7 @@ fn main(id: Ids) {
     if (tok0 >= p.n) {
         return;
     }
-    var w_row = 0u;       // first weight row (in the tile buffer) of the computed block
+    var w_row = p.w_row0; // first weight row (in the tile buffer) of the computed block
     var x_row: array<u32, T>;
     var y_row: array<u32, T>;
     if (p.top_k == 0u) {

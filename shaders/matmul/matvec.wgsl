@@ -11,7 +11,9 @@
 // Epilogues (`mode`): 0 none; 1 (GELU_PAIR) the tile holds [gate; up] (2 × rows rows) and
 // the invocations of a row also take its up row: y[r] = gelu_tanh(gate · x) · (up · x)
 // (the FFN's GeGLU); 2 (GELU_MUL) y[r] = gelu_tanh(w_r · x) · other[other_off + r] (the
-// per-layer-embedding gate).
+// per-layer-embedding gate); 3 (ROUTE) the tile stacks [q; k; v]: rows below split_a go
+// to y, rows below split_b to y2 from y2_off, the rest to y3 from y3_off (the attention
+// input projections, straight into q and the KV cache).
 
 struct Params {
     chunks: u32,     // chunks per row
@@ -23,16 +25,23 @@ struct Params {
     groups_x: u32,
     mode: u32,
     other_off: u32,
+    split_a: u32,
+    split_b: u32,
+    y2_off: u32,
+    y3_off: u32,
 }
 
 const GELU_PAIR: u32 = 1u;
 const GELU_MUL: u32 = 2u;
+const ROUTE: u32 = 3u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<storage, read> other: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y2: array<f32>;
+@group(0) @binding(6) var<storage, read_write> y3: array<f32>;
 
 const ROWS: u32 = WG / TPR;
 var<workgroup> part: array<f32, WG>;
@@ -73,6 +82,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             v = gelu_tanh(v) * part2[lid];
         } else if (p.mode == GELU_MUL) {
             v = gelu_tanh(v) * other[p.other_off + row];
+        }
+        if (p.mode == ROUTE && row >= p.split_a) {
+            if (row < p.split_b) {
+                y2[p.y2_off + row - p.split_a] = v;
+            } else {
+                y3[p.y3_off + row - p.split_b] = v;
+            }
+            return;
         }
         y[p.y_off + p.row0 + row] = v;
     }

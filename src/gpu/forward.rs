@@ -52,9 +52,7 @@ struct PleLayer {
 
 struct Layer {
     attn_norm: wgpu::Buffer,
-    q: GpuMatrix,
-    k: Option<GpuMatrix>,
-    v: Option<GpuMatrix>,
+    qkv: Qkv,
     q_norm: Option<wgpu::Buffer>,
     k_norm: Option<wgpu::Buffer>,
     o: GpuMatrix,
@@ -66,6 +64,19 @@ struct Layer {
     moe: Option<MoeLayer>,
     ple: Option<PleLayer>,
     output_scale: Option<wgpu::Buffer>,
+}
+
+/// The attention input projections. Where k (and v) have q's type they are stacked under
+/// it in one matrix at load ([q; k] or [q; k; v]), and decode computes them in one
+/// dispatch that writes each part to its place (q, the K and V caches).
+struct Qkv {
+    /// `[q; k; v]`, `[q; k]` or q alone.
+    m: GpuMatrix,
+    /// Rows of q, k and v in `m` (0 for a part stored apart or absent).
+    rows: [usize; 3],
+    /// k and v where stored apart.
+    k: Option<GpuMatrix>,
+    v: Option<GpuMatrix>,
 }
 
 /// The FFN's gate and up projections: stacked as [gate; up] in one matrix where they have
@@ -272,6 +283,45 @@ impl Loader<'_> {
         Ok(GateUp::Stacked(GpuMatrix::upload_stacked(self.k, gate, g.ty, g.row_len() as usize, rows, rows, &data)?))
     }
 
+    /// q, k and v (k and v absent on layers reading another layer's KV; v absent where V
+    /// is K), stacked where their types allow (see `Qkv`).
+    fn qkv(&mut self, q: &str, k: Option<&str>, v: Option<&str>) -> Result<Qkv> {
+        let qi = self.info(q)?.clone();
+        let like_q = |l: &Self, name: &str| -> Result<Option<TensorInfo>> {
+            let t = l.info(name)?.clone();
+            Ok((t.ty == qi.ty && t.row_len() == qi.row_len()).then_some(t))
+        };
+        let Some(kn) = k else { return Ok(Qkv { rows: [qi.n_rows() as usize, 0, 0], m: self.matrix(q)?, k: None, v: None }) };
+        let (ki, vi) = (like_q(self, kn)?, match v {
+            Some(vn) => like_q(self, vn)?,
+            None => None,
+        });
+        let parts: Vec<&TensorInfo> = [Some(&qi), ki.as_ref(), ki.as_ref().and(vi.as_ref())].into_iter().flatten().collect();
+        let bytes: u64 = parts.iter().map(|t| t.n_bytes).sum();
+        if ki.is_none() || bytes > self.k.gpu.max_binding() {
+            return Ok(Qkv {
+                rows: [qi.n_rows() as usize, 0, 0],
+                m: self.matrix(q)?,
+                k: Some(self.matrix(kn)?),
+                v: v.map(|vn| self.matrix(vn)).transpose()?,
+            });
+        }
+        let mut data = Vec::with_capacity(bytes as usize);
+        let mut rows = [0; 3];
+        for (i, t) in parts.iter().enumerate() {
+            data.extend_from_slice(self.file.tensor_data(t));
+            rows[i] = t.n_rows() as usize;
+        }
+        self.bytes += bytes;
+        let total: usize = rows.iter().sum();
+        let m = GpuMatrix::upload_stacked(self.k, q, qi.ty, qi.row_len() as usize, total, total, &data)?;
+        let v_apart = match (v, rows[2]) {
+            (Some(vn), 0) => Some(self.matrix(vn)?),
+            _ => None,
+        };
+        Ok(Qkv { m, rows, k: None, v: v_apart })
+    }
+
     fn vector_alias(&mut self, names: [String; 2]) -> Result<wgpu::Buffer> {
         let n = self.first(&names)?;
         self.vector(&n)
@@ -361,9 +411,11 @@ impl GpuModel {
             };
             layers.push(Layer {
                 attn_norm: l.vector(&n("attn_norm.weight"))?,
-                q: l.matrix(&n("attn_q.weight"))?,
-                k: if own { Some(l.matrix(&n("attn_k.weight"))?) } else { None },
-                v: if own && p.has_v { Some(l.matrix(&n("attn_v.weight"))?) } else { None },
+                qkv: l.qkv(
+                    &n("attn_q.weight"),
+                    own.then(|| n("attn_k.weight")).as_deref(),
+                    (own && p.has_v).then(|| n("attn_v.weight")).as_deref(),
+                )?,
                 q_norm: if cfg.qk_norm { Some(l.vector(&n("attn_q_norm.weight"))?) } else { None },
                 k_norm: if cfg.qk_norm && own { Some(l.vector(&n("attn_k_norm.weight"))?) } else { None },
                 o: l.matrix(&n("attn_output.weight"))?,
@@ -557,17 +609,37 @@ impl GpuModel {
         let factors = if rope.freq_factors { self.rope_freqs.as_ref() } else { None };
 
         // Attention (s.y holds RMS(x; attn_norm): the previous residual step made it).
-        matmul::matmul(k, b, &w.q, &s.y, 0, n, &s.q, 0)?;
+        let qkv = &w.qkv;
+        let [qr, kr, vr] = qkv.rows;
         let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true };
         let (mut kg, mut vg) = (None, None);
-        if let Some(kw) = &w.k {
+        if !plan.stores_kv() {
+            matmul::matmul(k, b, &qkv.m, &s.y, 0, n, &s.q, 0)?;
+        } else {
             let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
             let (ko, vo) = (pos0 * kvh * hd, pos0 * kvh * vhd);
-            matmul::matmul(k, b, kw, &s.y, 0, n, kc, ko)?;
-            match &w.v {
-                Some(vw) => matmul::matmul(k, b, vw, &s.y, 0, n, vc, vo)?,
-                // V := raw K, before the K norm and RoPE.
-                None => b.copy(kc, (ko * 4) as u64, vc, (vo * 4) as u64, (n * kvh * hd * 4) as u64),
+            match (&qkv.k, n) {
+                // Stacked, one token: q, k (and v) in one dispatch.
+                (None, 1) => matmul::matvec_routed(k, b, &qkv.m, &s.y, 0, [(&s.q, 0, qr), (kc, ko, kr), (vc, vo, vr)])?,
+                (None, _) => {
+                    matmul::matmul_rows(k, b, &qkv.m, 0, qr, &s.y, 0, n, &s.q, 0)?;
+                    matmul::matmul_rows(k, b, &qkv.m, qr, kr, &s.y, 0, n, kc, ko)?;
+                    if vr > 0 {
+                        matmul::matmul_rows(k, b, &qkv.m, qr + kr, vr, &s.y, 0, n, vc, vo)?;
+                    }
+                }
+                (Some(kw), _) => {
+                    matmul::matmul(k, b, &qkv.m, &s.y, 0, n, &s.q, 0)?;
+                    matmul::matmul(k, b, kw, &s.y, 0, n, kc, ko)?;
+                }
+            }
+            match (&qkv.v, vr) {
+                (Some(vw), _) => matmul::matmul(k, b, vw, &s.y, 0, n, vc, vo)?,
+                (None, 0) if !plan.has_v => {
+                    // V := raw K, before the K norm and RoPE.
+                    b.copy(kc, (ko * 4) as u64, vc, (vo * 4) as u64, (n * kvh * hd * 4) as u64)
+                }
+                _ => {}
             }
             kg = Some(HeadGroup { buf: kc, off: ko, heads: kvh, dim: hd, norm: w.k_norm.as_ref().map(Some), rope: true });
             if c.v_norm {

@@ -41,6 +41,8 @@ struct MatmulParams {
     groups_x: u32,
     /// x row stride in vec4s (`cols4` unless x rows are wider than the matrix).
     x_stride4: u32,
+    /// First weight row (in the tile buffer) of output row 0 (plain matmul).
+    w_row0: u32,
 }
 
 #[repr(C)]
@@ -55,7 +57,10 @@ struct MatvecParams {
     groups_x: u32,
     mode: u32,
     other_off: u32,
-    _pad: u32,
+    split_a: u32,
+    split_b: u32,
+    y2_off: u32,
+    y3_off: u32,
 }
 
 /// What matvec.wgsl does with each row's dot product.
@@ -66,6 +71,8 @@ enum Epilogue<'a> {
     GeluPair,
     /// gelu_tanh(w · x) · other[off + r].
     GeluMul(&'a wgpu::Buffer, usize),
+    /// Rows from `split_a` go to the second output, from `split_b` to the third.
+    Route { split_a: usize, split_b: usize, y2: (&'a wgpu::Buffer, usize), y3: (&'a wgpu::Buffer, usize) },
 }
 
 /// Threads per workgroup of matvec.wgsl.
@@ -262,6 +269,60 @@ pub fn matvec_gelu_mul(
     matvec(k, b, w, x, x_off, y, y_off, Epilogue::GeluMul(other, other_off))
 }
 
+/// One token through a matrix stacking [a; b; c] (one tile): rows of part i go to
+/// `outs[i]` = (buffer, element offset, rows); a part of 0 rows is absent. CPU twin:
+/// `cpu::ops::matmul` of each part.
+pub fn matvec_routed(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, outs: [(&wgpu::Buffer, usize, usize); 3]) -> Result<()> {
+    let total: usize = outs.iter().map(|o| o.2).sum();
+    if w.tiles().len() != 1 || total != w.rows {
+        return Err(Error::Input(format!("matvec_routed: parts of {total} rows for a matrix of {} rows in {} tiles", w.rows, w.tiles().len())));
+    }
+    check_x_off(x_off)?;
+    check_len(x, "matvec_routed input", x_off + w.cols)?;
+    for (i, (buf, off, rows)) in outs.iter().enumerate() {
+        check_len(buf, &format!("matvec_routed output {i}"), off + rows)?;
+    }
+    let [a, bb, c] = outs;
+    let split_a = a.2;
+    let split_b = a.2 + bb.2;
+    // An absent part binds a stand-in (its rows are none).
+    let (y2, y3) = ((bb.0, bb.1), if c.2 > 0 { (c.0, c.1) } else { (&k.scratch("matvec/y3", 4), 0) });
+    matvec(k, b, w, x, x_off, a.0, a.1, Epilogue::Route { split_a, split_b, y2, y3 })
+}
+
+/// Rows `[first, first + rows)` of `w` (one tile) for `n` tokens: `y[t, r] = Σ_c w[first + r, c] · x[t, c]`,
+/// y rows of `rows` elements. CPU twin: `cpu::ops::matmul` of those rows.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows: usize, x: &wgpu::Buffer, x_off: usize, n: usize, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
+    if w.tiles().len() != 1 || first + rows > w.rows || rows == 0 {
+        return Err(Error::Input(format!("matmul_rows: rows {first}..{} of a matrix of {} rows in {} tiles", first + rows, w.rows, w.tiles().len())));
+    }
+    check_x_off(x_off)?;
+    check_len(x, "matmul_rows input", x_off + n * w.cols)?;
+    check_len(y, "matmul_rows output", y_off + n * rows)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let t = n.min(MAX_T).next_power_of_two();
+    let kernel = matmul_kernel(k, w.ty, t)?;
+    let p = MatmulParams {
+        cols4: (w.cols / 4) as u32,
+        rows: rows as u32,
+        row_bytes: w.row_bytes() as u32,
+        n: n as u32,
+        x_off4: (x_off / 4) as u32,
+        y_off: y_off as u32,
+        y_stride: rows as u32,
+        x_stride4: (w.cols / 4) as u32,
+        w_row0: first as u32,
+        row_groups: rows.div_ceil(RW as usize) as u32,
+        ..Default::default()
+    };
+    let groups = p.row_groups as usize * n.div_ceil(t);
+    let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
+    b.dispatch(&kernel, &[&w.tiles()[0].buffer, x, y, &k.dummy], &MatmulParams { groups_x, ..p }, grid)
+}
+
 /// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`, then the epilogue.
 #[allow(clippy::too_many_arguments)]
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
@@ -277,14 +338,20 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
         parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC]);
-        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read] }
+        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite] }
     })?;
     let rows_per_group = MATVEC_WG / tpr;
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
     let (mode, other, other_off) = match epi {
-        Epilogue::None => (0, &k.dummy, 0),
+        Epilogue::None | Epilogue::Route { .. } => (0, &k.dummy, 0),
         Epilogue::GeluPair => (1, &k.dummy, 0),
         Epilogue::GeluMul(o, off) => (2, o, off),
+    };
+    // Unused outputs bind stand-ins: writable bindings may not share a buffer.
+    let (stand2, stand3) = (k.scratch("matvec/y2", 4), k.scratch("matvec/y3", 4));
+    let (mode, split_a, split_b, y2, y3) = match epi {
+        Epilogue::Route { split_a, split_b, y2, y3 } => (3, split_a, split_b, y2, y3),
+        _ => (mode, 0, 0, (&stand2, 0), (&stand3, 0)),
     };
     for tile in w.tiles() {
         let rows = if gelu_pair { tile.rows / 2 } else { tile.rows };
@@ -299,9 +366,12 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
             groups_x,
             mode,
             other_off: (other_off + tile.row0) as u32,
-            _pad: 0,
+            split_a: split_a as u32,
+            split_b: split_b as u32,
+            y2_off: y2.1 as u32,
+            y3_off: y3.1 as u32,
         };
-        b.dispatch(&kernel, &[&tile.buffer, x, y, other], &p, grid)?;
+        b.dispatch(&kernel, &[&tile.buffer, x, y, other, y2.0, y3.0], &p, grid)?;
     }
     Ok(())
 }
