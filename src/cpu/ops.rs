@@ -239,13 +239,18 @@ pub fn matmul(x: &[f32], n: usize, w: &QMatrix) -> Result<Vec<f32>> {
     if x.len() != n * w.cols {
         return Err(Error::Input(format!("matmul: input {} is not {n}x{}", x.len(), w.cols)));
     }
+    let threads = if w.rows * w.cols * n >= 1 << 20 { std::thread::available_parallelism().map_or(1, |p| p.get()) } else { 1 };
+    matmul_on(x, n, w, threads)
+}
+
+/// `matmul` on up to `threads` threads.
+fn matmul_on(x: &[f32], n: usize, w: &QMatrix, threads: usize) -> Result<Vec<f32>> {
     let mut y = vec![0f32; n * w.rows];
-    let threads = if w.rows * w.cols * n >= 1 << 20 {
-        std::thread::available_parallelism().map_or(1, |p| p.get()).min(w.rows)
-    } else {
-        1
-    };
+    let threads = threads.clamp(1, w.rows.max(1));
     let per = w.rows.div_ceil(threads);
+    // Only as many workers as chunks: with many cores, `threads` chunks of `per` rows can
+    // overshoot the matrix by more than a chunk (70 rows on 16 cores: 14 chunks of 5).
+    let threads = w.rows.div_ceil(per);
     // Each thread produces a [rows_chunk, n] block (transposed), scattered into y afterwards.
     let parts: Vec<Result<Vec<f32>>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -329,6 +334,19 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn matmul_splits_rows_over_any_thread_count() {
+        use crate::gguf::GgmlType;
+        let (cols, rows, n) = (8, 70, 3);
+        let data: Vec<u8> = (0..cols * rows).flat_map(|i| ((i % 13) as f32 - 6.0).to_le_bytes()).collect();
+        let w = super::QMatrix::new(GgmlType::F32, cols, rows, &data).unwrap();
+        let x: Vec<f32> = (0..n * cols).map(|i| i as f32 * 0.5).collect();
+        let one = super::matmul_on(&x, n, &w, 1).unwrap();
+        for threads in [2, 16, 64, 200] {
+            assert_eq!(super::matmul_on(&x, n, &w, threads).unwrap(), one, "{threads} threads");
+        }
+    }
+
     use super::*;
 
     #[test]
