@@ -4,34 +4,11 @@
 // head_dim / 4 reads per key. Here S invocations share a key (each a strided slice of
 // its dimensions), so a tile of KT keys is scored with a few independent reads per
 // invocation, and the V pass reads each key's row with all WG invocations at once.
+// Composed with attention_common.wgsl (parameters, bindings, key range, output).
 const WG: u32 = 256u;
 const S: u32 = 8u;
 const KT: u32 = WG / S;
-const MAX_HD: u32 = 512u;
 const PER: u32 = MAX_HD / WG;
-const NEG: f32 = -3.0e38; // below any logit; exp(NEG - m) is 0
-
-struct Params {
-    n_tokens: u32,
-    n_heads: u32,
-    head_dim: u32,
-    kv_heads: u32,
-    v_head_dim: u32,
-    pos0: u32,
-    window: u32,
-    scale: f32,
-    q_off: u32,
-    out_off: u32,
-    splits: u32,
-    chunk: u32,
-    groups_x: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> kc: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> vc: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
 var<workgroup> q_s: array<vec4<f32>, MAX_HD / 4u>;
 var<workgroup> part: array<f32, WG>;
@@ -44,17 +21,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (g >= p.n_tokens * p.n_heads * p.splits) {
         return;
     }
-    let split = g % p.splits;
-    let th = g / p.splits; // token * n_heads + head
-    let h = th % p.n_heads;
-    let pos = p.pos0 + th / p.n_heads;
-    var first = 0u;
-    if (p.window > 0u && pos + 1u > p.window) {
-        first = pos + 1u - p.window;
-    }
-    let k0 = first + split * p.chunk;
-    let k1 = min(k0 + p.chunk, pos + 1u);
-    let kvh = h / (p.n_heads / p.kv_heads);
+    let sp = span(g);
+    let th = sp.th;
+    let kvh = sp.kvh;
+    let k0 = sp.k0;
+    let k1 = sp.k1;
     let hd4 = p.head_dim / 4u;
     if (lid < hd4) {
         let qb = p.q_off + th * p.head_dim + 4u * lid;
@@ -134,25 +105,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         workgroupBarrier();
     }
 
-    if (p.splits == 1u) {
-        let ob = p.out_off + th * p.v_head_dim;
-        for (var i = 0u; i < PER; i++) {
-            let dd = lid + i * WG;
-            if (dd < p.v_head_dim) {
-                out[ob + dd] = acc[i] / l;
-            }
-        }
-    } else {
-        let ob = g * (p.v_head_dim + 2u);
-        if (lid == 0u) {
-            out[ob] = m;
-            out[ob + 1u] = l;
-        }
-        for (var i = 0u; i < PER; i++) {
-            let dd = lid + i * WG;
-            if (dd < p.v_head_dim) {
-                out[ob + 2u + dd] = acc[i];
-            }
-        }
-    }
+    store(g, th, lid, m, l, &acc);
 }

@@ -212,10 +212,10 @@ fn run(
 ) -> Result<()> {
     let access = [Access::Read, Access::Read, Access::Read, Access::ReadWrite];
     if p.n_tokens == 1 {
-        let code = [shaders::ATTENTION_DECODE];
+        let code = [shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON];
         return launch(k, b, "attention_decode", &code, &access, &[q, kc, vc, out], groups, |groups_x| Params { groups_x, ..p });
     }
-    let code = [shaders::ATTENTION, shaders::REDUCE];
+    let code = [shaders::ATTENTION, shaders::ATTENTION_COMMON, shaders::REDUCE];
     launch(k, b, "attention", &code, &access, &[q, kc, vc, out], groups, |groups_x| Params { groups_x, ..p })
 }
 

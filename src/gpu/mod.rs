@@ -87,6 +87,7 @@ pub mod shaders {
     pub const ADD_SCALED: &str = include_str!("../../shaders/elementwise/add_scaled.wgsl");
     pub const SCALE_BY: &str = include_str!("../../shaders/elementwise/scale_by.wgsl");
     pub const ATTENTION: &str = include_str!("../../shaders/attention/attention.wgsl");
+    pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention/attention_common.wgsl");
     pub const ATTENTION_DECODE: &str = include_str!("../../shaders/attention/attention_decode.wgsl");
     pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention/attention_merge.wgsl");
     pub const MOE_ROUTE: &str = include_str!("../../shaders/moe/moe_route.wgsl");

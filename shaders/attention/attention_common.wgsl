@@ -1,0 +1,79 @@
+// What attention.wgsl and attention_decode.wgsl share: parameters, bindings, the key range
+// of a workgroup's query, and writing its result. The including kernel defines WG, PER
+// (output dimensions per invocation, d = lid + i*WG) and its own workgroup arrays.
+//
+// splits == 1: out[out_off + (t*n_heads + h)*v_head_dim + d] = softmax-weighted sum of V.
+// splits > 1: split s covers keys [first + s*chunk, first + (s+1)*chunk) of the query's
+// range and writes the unnormalised partial (m, l, acc[v_head_dim]) at
+// out[((t*n_heads + h)*splits + s)*(v_head_dim + 2)]; attention_merge.wgsl combines them.
+const MAX_HD: u32 = 512u;
+const NEG: f32 = -3.0e38; // below any logit; exp(NEG - m) is 0
+
+struct Params {
+    n_tokens: u32,
+    n_heads: u32,
+    head_dim: u32,
+    kv_heads: u32,
+    v_head_dim: u32,
+    pos0: u32,
+    window: u32,
+    scale: f32,
+    q_off: u32,
+    out_off: u32,
+    splits: u32,
+    chunk: u32,
+    groups_x: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+// K rows are read as vec4 (head_dim is a multiple of 4): wide, independent loads.
+@group(0) @binding(2) var<storage, read> kc: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> vc: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+
+// Workgroup g's query row th (token * n_heads + head), its KV head and its keys [k0, k1).
+struct Span {
+    th: u32,
+    kvh: u32,
+    k0: u32,
+    k1: u32,
+}
+
+fn span(g: u32) -> Span {
+    let split = g % p.splits;
+    let th = g / p.splits;
+    let h = th % p.n_heads;
+    let pos = p.pos0 + th / p.n_heads;
+    var first = 0u;
+    if (p.window > 0u && pos + 1u > p.window) {
+        first = pos + 1u - p.window;
+    }
+    let k0 = first + split * p.chunk;
+    return Span(th, h / (p.n_heads / p.kv_heads), k0, min(k0 + p.chunk, pos + 1u));
+}
+
+// The normalised output (one split) or the partial state (m, l, acc) of workgroup g.
+fn store(g: u32, th: u32, lid: u32, m: f32, l: f32, acc: ptr<function, array<f32, PER>>) {
+    if (p.splits == 1u) {
+        let ob = p.out_off + th * p.v_head_dim;
+        for (var i = 0u; i < PER; i++) {
+            let d = lid + i * WG;
+            if (d < p.v_head_dim) {
+                out[ob + d] = (*acc)[i] / l;
+            }
+        }
+        return;
+    }
+    let ob = g * (p.v_head_dim + 2u);
+    if (lid == 0u) {
+        out[ob] = m;
+        out[ob + 1u] = l;
+    }
+    for (var i = 0u; i < PER; i++) {
+        let d = lid + i * WG;
+        if (d < p.v_head_dim) {
+            out[ob + 2u + d] = (*acc)[i];
+        }
+    }
+}
