@@ -2,7 +2,7 @@
 // uniform draw `u` from the host's stream: softmax at `temperature` over the first `n`,
 // cut by top-p and min-p, then the candidate where u × the kept mass falls. Writes the
 // chosen id at out[out_idx], where the next decode step reads its input token.
-// At most 64 candidates: one invocation walks them in order, exactly as the CPU twin
+// At most 128 candidates (sample::MAX_CANDIDATES): one invocation walks them in order, exactly as the CPU twin
 // (runtime::sampler::pick_sorted) does.
 
 struct Params {
@@ -22,7 +22,7 @@ struct Params {
 @compute @workgroup_size(1)
 fn main() {
     let max = vals[0];
-    var probs: array<f32, 64>;
+    var probs: array<f32, 128>;
     var sum = 0.0;
     for (var i = 0u; i < p.n; i++) {
         probs[i] = exp((vals[i] - max) / p.temperature);

@@ -488,8 +488,8 @@ impl GpuModel {
             logits: f32_buf(k, "logits", LOGIT_ROWS * c.vocab),
             picked: kernel::storage(&k.gpu, "picked", 4),
             ring: kernel::storage(&k.gpu, "ring", (decode::RING * 4) as u64),
-            cand_ids: kernel::storage(&k.gpu, "cand_ids", 64 * 4),
-            cand_vals: f32_buf(k, "cand_vals", 64),
+            cand_ids: kernel::storage(&k.gpu, "cand_ids", (sample::MAX_CANDIDATES * 4) as u64),
+            cand_vals: f32_buf(k, "cand_vals", sample::MAX_CANDIDATES),
             moe,
             ple,
         };
@@ -880,7 +880,7 @@ impl TextModel for GpuModel {
 }
 
 /// Whether the GPU can apply these sampling rules itself: everything but the repetition
-/// penalty, with top-k up to the 64 candidates it keeps.
+/// penalty, with top-k up to the candidates it keeps (sample::MAX_CANDIDATES).
 fn samples_on_gpu(o: &crate::runtime::SamplingOptions) -> bool {
     o.repeat_penalty == 1.0 && (o.temperature <= 0.0 || (1..=sample::MAX_CANDIDATES).contains(&o.top_k))
 }

@@ -15,8 +15,9 @@ use crate::{Error, Result};
 
 /// Entries one workgroup reduces (WG × PER in the shader).
 const CHUNK: usize = 256 * 16;
-/// Most candidates `top_k_candidates` returns.
-pub const MAX_CANDIDATES: usize = 64;
+/// Most candidates `top_k_candidates` returns: covers the usual top-k settings (40, 64, 100);
+/// larger ones are sampled on the host from all logits.
+pub const MAX_CANDIDATES: usize = 128;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -39,7 +40,7 @@ pub fn argmax(k: &Kernels, b: &mut Batch, logits: &wgpu::Buffer, off: usize, n: 
     select(k, b, logits, off, n, 1, (&value, 0), (out, out_idx))
 }
 
-/// The `kk` (1..=64) largest of `logits[off..][..n]`, largest first (equal values: lower
+/// The `kk` (1..=MAX_CANDIDATES) largest of `logits[off..][..n]`, largest first (equal values: lower
 /// index first), as ids (u32) in `out_ids[..kk]` and values in `out_vals[..kk]`. Input must
 /// be free of NaN.
 #[allow(clippy::too_many_arguments)]
@@ -73,7 +74,7 @@ struct PickParams {
 
 /// Temperature sampling over `n` candidates (values best first, as `top_k_candidates`
 /// leaves them) for the uniform draw `u`: the chosen id goes to element `out_idx` of `out`.
-/// Same rules as `runtime::sampler::pick_sorted` (`o.top_k` must be 1..=64; `o.temperature` > 0).
+/// Same rules as `runtime::sampler::pick_sorted` (`o.top_k` must be 1..=MAX_CANDIDATES; `o.temperature` > 0).
 #[allow(clippy::too_many_arguments)]
 pub fn sample_pick(
     k: &Kernels,
