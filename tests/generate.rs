@@ -35,14 +35,16 @@ fn gpu_and_cpu_generate_alike() {
     let gpu = GpuModel::load(f.clone()).unwrap();
     let cpu = CpuModel::load(f).unwrap();
     let prompt = &common::tokens("g4_dense")[..5];
-    // Greedy and sampled run pipelined on the GPU (top-k 100 within its candidates); the
-    // repetition penalty takes the step-by-step path with logits read back.
+    // All run pipelined on the GPU (top-k 100 within its candidates, the repetition penalty
+    // over its history ring); the last one with a penalty window past the ring takes the
+    // step-by-step path with the logits read back.
     let sampled = SamplingOptions { temperature: 0.9, top_k: 20, top_p: 0.9, seed: 5, ..Default::default() };
     for sampling in [
         SamplingOptions::greedy(),
         sampled.clone(),
         SamplingOptions { top_k: 100, ..sampled.clone() },
-        SamplingOptions { repeat_penalty: 1.3, ..sampled },
+        SamplingOptions { repeat_penalty: 1.3, ..sampled.clone() },
+        SamplingOptions { repeat_penalty: 1.3, repeat_last_n: 5000, ..sampled },
     ] {
         let opts = GenerateOptions { max_tokens: 6, sampling };
         // (context, cancel after, expected stop, expected count)

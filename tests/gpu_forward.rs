@@ -185,6 +185,7 @@ fn pipelined_decode_matches_cpu_and_keeps_only_accepted_tokens() {
         for opts in [
             SamplingOptions::greedy(),
             SamplingOptions { temperature: 1.0, top_k: 40, top_p: 0.95, seed: 3, ..Default::default() },
+            SamplingOptions { temperature: 0.7, top_k: 100, repeat_penalty: 1.5, repeat_last_n: 8, seed: 4, ..Default::default() },
         ] {
             let (g, mut gc) = decode_n(&gpu, prompt, &opts, want);
             let (c, mut cc) = decode_n(&cpu, prompt, &opts, want);

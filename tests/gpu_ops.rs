@@ -491,3 +491,33 @@ fn residual_norm_matches_cpu_ops() {
         assert_eq!((got_x[0], got_x[x.len() - 1]), (x[0], x[x.len() - 1]), "x outside the rows untouched");
     }
 }
+
+/// The repetition penalty over the GPU's history ring changes exactly the logits the CPU's
+/// changes, by the same single division or multiplication (bit-equal): histories longer than
+/// the ring (wrapped), repeated tokens, ids past the vocabulary, windows up to the ring.
+#[test]
+fn repeat_penalty_matches_cpu() {
+    use rullama::gpu::sample::{PENALTY_RING, repeat_penalty};
+    use rullama::runtime::SamplingOptions;
+    use rullama::runtime::sampler::apply_repeat_penalty;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(19);
+    let vocab = 1000;
+    for (len, last_n, penalty) in [(5, 64, 1.3f32), (300, 64, 0.8), (1500, 1024, 1.1), (1500, 200, 1.5)] {
+        let history: Vec<u32> = (0..len).map(|_| if rng.random_range(0..20) == 0 { 5000 } else { rng.random_range(0..150u32) }).collect();
+        let logits = rand_vec(&mut rng, vocab);
+        let mut ring = vec![0u32; PENALTY_RING];
+        for (i, &t) in history.iter().enumerate().skip(len.saturating_sub(PENALTY_RING)) {
+            ring[i % PENALTY_RING] = t;
+        }
+        let (lb, hb) = (up(&k, &logits), up_u32(&k, &ring));
+        let mut b = batch(&k);
+        repeat_penalty(&k, &mut b, &lb, vocab, &hb, len, last_n.min(len), penalty).unwrap();
+        b.submit().unwrap();
+        let got = kernel::read_f32(&k.gpu, &lb, 0, vocab).unwrap();
+        let mut want = logits.clone();
+        apply_repeat_penalty(&mut want, &history, &SamplingOptions { repeat_penalty: penalty, repeat_last_n: last_n, ..Default::default() });
+        assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "len {len} last_n {last_n}");
+        assert!(got != logits, "the penalty changed something");
+    }
+}

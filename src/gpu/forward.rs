@@ -144,6 +144,9 @@ struct Scratch {
     ffn: wgpu::Buffer,
     logits: wgpu::Buffer,
     picked: wgpu::Buffer,
+    /// The last tokens of the history (a ring of sample::PENALTY_RING ids, logical index i at
+    /// i % PENALTY_RING) for the repetition penalty.
+    hist: wgpu::Buffer,
     /// Token ids of pipelined decode steps (`decode::RING` slots): step i reads slot i and
     /// writes the token it picks into slot i + 1.
     ring: wgpu::Buffer,
@@ -488,6 +491,7 @@ impl GpuModel {
             logits: f32_buf(k, "logits", LOGIT_ROWS * c.vocab),
             picked: kernel::storage(&k.gpu, "picked", 4),
             ring: kernel::storage(&k.gpu, "ring", (decode::RING * 4) as u64),
+            hist: kernel::storage(&k.gpu, "hist", (sample::PENALTY_RING * 4) as u64),
             cand_ids: kernel::storage(&k.gpu, "cand_ids", (sample::MAX_CANDIDATES * 4) as u64),
             cand_vals: f32_buf(k, "cand_vals", sample::MAX_CANDIDATES),
             moe,
@@ -758,17 +762,49 @@ impl GpuModel {
         Ok(())
     }
 
-    /// Head for row `row` of `s.x`, then the next token by the rules of `o` (greedy, or
-    /// temperature sampling for the draw `u`), written as a u32 at `out[out_idx]`.
+    /// Head for row `row` of `s.x`, the repetition penalty over the history in `s.hist`
+    /// that ends at logical index `hist_end`, then the next token by the rules of `o`
+    /// (greedy, or temperature sampling for the draw `u`), written as a u32 at `out[out_idx]`.
     #[allow(clippy::too_many_arguments)]
-    fn record_pick(&self, b: &mut Batch, s: &Scratch, row: usize, o: &crate::runtime::SamplingOptions, u: f32, out: &wgpu::Buffer, out_idx: usize) -> Result<()> {
+    fn record_pick(
+        &self,
+        b: &mut Batch,
+        s: &Scratch,
+        row: usize,
+        o: &crate::runtime::SamplingOptions,
+        u: f32,
+        hist_end: usize,
+        out: &wgpu::Buffer,
+        out_idx: usize,
+    ) -> Result<()> {
         self.head(b, s, row, 1)?;
         let v = self.cfg.vocab;
+        if o.repeat_penalty != 1.0 {
+            let window = o.repeat_last_n.min(hist_end);
+            sample::repeat_penalty(&self.k, b, &s.logits, v, &s.hist, hist_end, window, o.repeat_penalty)?;
+        }
         if o.temperature <= 0.0 {
             return sample::argmax(&self.k, b, &s.logits, 0, v, out, out_idx);
         }
         sample::top_k_candidates(&self.k, b, &s.logits, 0, v, o.top_k, &s.cand_ids, &s.cand_vals)?;
         sample::sample_pick(&self.k, b, &s.cand_ids, &s.cand_vals, o, u, out, out_idx)
+    }
+
+    /// Put the last tokens of `history` (logical indices `0..history.len()`) into `s.hist`.
+    fn upload_history(&self, cache: &GpuCache, history: &[u32]) {
+        let ring = sample::PENALTY_RING;
+        let start = history.len().saturating_sub(ring);
+        let tail = &history[start..];
+        // Entries from `start` on sit at start % ring onwards, wrapping to 0 once.
+        let split = (ring - start % ring).min(tail.len());
+        let q = &self.k.gpu.queue;
+        if tail.is_empty() {
+            return;
+        }
+        q.write_buffer(&cache.s.hist, ((start % ring) * 4) as u64, bytemuck::cast_slice(&tail[..split]));
+        if split < tail.len() {
+            q.write_buffer(&cache.s.hist, 0, bytemuck::cast_slice(&tail[split..]));
+        }
     }
 
     /// Run `tokens` in chunks of MAX_BATCH, calling `after` with each chunk's length once its
@@ -857,7 +893,10 @@ impl TextModel for GpuModel {
         })?;
         let u = if o.temperature > 0.0 { sampler.draw() } else { 0.0 };
         let mut b = self.batch(cache);
-        self.record_pick(&mut b, &cache.s, last, &o, u, &cache.s.picked, 0)?;
+        if o.repeat_penalty != 1.0 {
+            self.upload_history(cache, history);
+        }
+        self.record_pick(&mut b, &cache.s, last, &o, u, history.len(), &cache.s.picked, 0)?;
         b.submit()?;
         let id = kernel::read_back(&self.k.gpu, &cache.s.picked, 0, 4)?;
         Ok(u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
@@ -875,12 +914,12 @@ impl TextModel for GpuModel {
         if !samples_on_gpu(&sampler.opts) {
             return crate::runtime::generate::decode_stepwise(self, first, cache, sampler, history, cancel, on);
         }
-        self.decode_pipelined(first, cache, sampler, cancel, on)
+        self.decode_pipelined(first, cache, sampler, history, cancel, on)
     }
 }
 
-/// Whether the GPU can apply these sampling rules itself: everything but the repetition
-/// penalty, with top-k up to the candidates it keeps (sample::MAX_CANDIDATES).
+/// Whether the GPU can apply these sampling rules itself: top-k up to the candidates it
+/// keeps (sample::MAX_CANDIDATES), a repetition penalty over up to the history it keeps.
 fn samples_on_gpu(o: &crate::runtime::SamplingOptions) -> bool {
-    o.repeat_penalty == 1.0 && (o.temperature <= 0.0 || (1..=sample::MAX_CANDIDATES).contains(&o.top_k))
+    o.repeat_last_n <= sample::PENALTY_RING && (o.temperature <= 0.0 || (1..=sample::MAX_CANDIDATES).contains(&o.top_k))
 }

@@ -96,6 +96,35 @@ pub fn sample_pick(
     launch(k, b, "sample_pick", &[shaders::SAMPLE_PICK], &access, &[cand_vals, cand_ids, out], 1, |_| p)
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct PenaltyParams {
+    end: u32,
+    window: u32,
+    ring: u32,
+    vocab: u32,
+    penalty: f32,
+}
+
+/// Longest history window the GPU applies the repetition penalty over: the size of the
+/// history ring a session keeps.
+pub const PENALTY_RING: usize = 1024;
+
+/// The repetition penalty on `logits[..vocab]` over the history entries `[end - window, end)`
+/// of the ring `hist` (logical index i at element i % PENALTY_RING; `window` ≤ the ring and
+/// ≤ `end`). Same rule as `runtime::sampler::apply_repeat_penalty`.
+pub fn repeat_penalty(k: &Kernels, b: &mut Batch, logits: &wgpu::Buffer, vocab: usize, hist: &wgpu::Buffer, end: usize, window: usize, penalty: f32) -> Result<()> {
+    if window > PENALTY_RING || window > end {
+        return Err(Error::Input(format!("repeat_penalty: a window of {window} over {end} tokens (ring {PENALTY_RING})")));
+    }
+    check_fits("repeat_penalty", &[(logits, vocab), (hist, PENALTY_RING)])?;
+    if window == 0 {
+        return Ok(());
+    }
+    let p = PenaltyParams { end: u32_of(end, "repeat_penalty end")?, window: window as u32, ring: PENALTY_RING as u32, vocab: u32_of(vocab, "vocab")?, penalty };
+    launch(k, b, "repeat_penalty", &[shaders::REPEAT_PENALTY], &[Access::Read, Access::ReadWrite], &[hist, logits], 1, |_| p)
+}
+
 /// The passes of both ops; the last writes `vals_out`/`ids_out` at their element offsets.
 #[allow(clippy::too_many_arguments)]
 fn select(

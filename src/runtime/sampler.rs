@@ -49,16 +49,7 @@ impl Sampler {
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         let mut logits = logits.to_vec();
         let o = &self.opts;
-        if o.repeat_penalty != 1.0 && o.repeat_last_n > 0 {
-            let start = history.len().saturating_sub(o.repeat_last_n);
-            let mut seen = std::collections::HashSet::new();
-            for &t in &history[start..] {
-                if let Some(l) = logits.get_mut(t as usize).filter(|_| seen.insert(t)) {
-                    // Same rule as llama.cpp: shrink positive logits, grow negative ones.
-                    *l = if *l > 0.0 { *l / o.repeat_penalty } else { *l * o.repeat_penalty };
-                }
-            }
-        }
+        apply_repeat_penalty(&mut logits, history, o);
         if o.temperature <= 0.0 {
             return argmax(&logits) as u32;
         }
@@ -80,6 +71,22 @@ impl Sampler {
     /// (temperature > 0), in order, whichever device applies the rules to it.
     pub fn draw(&mut self) -> f32 {
         self.rng.random::<f32>()
+    }
+}
+
+/// The repetition penalty on `logits`: each distinct token among the last `repeat_last_n`
+/// of `history` has its logit divided by the penalty when positive, multiplied when not
+/// (llama.cpp's rule). `shaders/sample/repeat_penalty.wgsl` is its GPU twin.
+pub fn apply_repeat_penalty(logits: &mut [f32], history: &[u32], o: &SamplingOptions) {
+    if o.repeat_penalty == 1.0 || o.repeat_last_n == 0 {
+        return;
+    }
+    let start = history.len().saturating_sub(o.repeat_last_n);
+    let mut seen = std::collections::HashSet::new();
+    for &t in &history[start..] {
+        if let Some(l) = logits.get_mut(t as usize).filter(|_| seen.insert(t)) {
+            *l = if *l > 0.0 { *l / o.repeat_penalty } else { *l * o.repeat_penalty };
+        }
     }
 }
 

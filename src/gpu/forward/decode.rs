@@ -29,10 +29,14 @@ impl GpuModel {
         first: u32,
         cache: &mut GpuCache,
         sampler: &mut Sampler,
+        history: &[u32],
         cancel: &AtomicBool,
         on: &mut dyn FnMut(u32) -> Result<bool>,
     ) -> Result<()> {
         let base = cache.len;
+        if sampler.opts.repeat_penalty != 1.0 {
+            self.upload_history(cache, history);
+        }
         if first as usize >= self.cfg.vocab {
             return Err(Error::Input(format!("token id {first} is outside the vocabulary of {} tokens", self.cfg.vocab)));
         }
@@ -50,7 +54,8 @@ impl GpuModel {
             let mut failed = None;
             while submitted <= accepted && base + submitted < cache.capacity {
                 let u = if sampler.opts.temperature > 0.0 { sampler.draw() } else { 0.0 };
-                match self.submit_step(cache, base + submitted, submitted % RING, &sampler.opts, u) {
+                // Step i's input token is history entry history.len() + i.
+                match self.submit_step(cache, base + submitted, submitted % RING, history.len() + submitted, &sampler.opts, u) {
                     Ok(p) => pending.push_back(p),
                     Err(e) => {
                         failed = Some(e);
@@ -86,13 +91,18 @@ impl GpuModel {
     }
 
     /// Record and submit the step that feeds the token in ring slot `slot` at position `pos`
-    /// and picks the next into the following slot.
-    fn submit_step(&self, cache: &GpuCache, pos: usize, slot: usize, o: &crate::runtime::SamplingOptions, u: f32) -> Result<Pending> {
+    /// (history entry `hist_idx`) and picks the next into the following slot.
+    fn submit_step(&self, cache: &GpuCache, pos: usize, slot: usize, hist_idx: usize, o: &crate::runtime::SamplingOptions, u: f32) -> Result<Pending> {
         let gpu = &self.k.gpu;
         let s = &cache.s;
         let out = (slot + 1) % RING;
         let mut b = self.record_layers(self.batch(cache), &s.ring, slot, 1, cache, pos, None)?;
-        self.record_pick(&mut b, s, 0, o, u, &s.ring, out)?;
+        if o.repeat_penalty != 1.0 {
+            // The penalty sees the token this step feeds: append it to the history ring.
+            let at = (hist_idx % crate::gpu::sample::PENALTY_RING) * 4;
+            b.copy(&s.ring, (slot * 4) as u64, &s.hist, at as u64, 4);
+        }
+        self.record_pick(&mut b, s, 0, o, u, hist_idx + 1, &s.ring, out)?;
         let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("token"),
             size: 4,
