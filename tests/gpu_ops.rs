@@ -503,7 +503,7 @@ fn repeat_penalty_matches_cpu() {
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(19);
     let vocab = 1000;
-    for (len, last_n, penalty) in [(5, 64, 1.3f32), (300, 64, 0.8), (1500, 1024, 1.1), (1500, 200, 1.5)] {
+    for (len, last_n, penalty) in [(5usize, 64usize, 1.3f32), (300, 64, 0.8), (1500, 1024, 1.1), (1500, 200, 1.5)] {
         let history: Vec<u32> = (0..len).map(|_| if rng.random_range(0..20) == 0 { 5000 } else { rng.random_range(0..150u32) }).collect();
         let logits = rand_vec(&mut rng, vocab);
         let mut ring = vec![0u32; PENALTY_RING];
