@@ -4,6 +4,8 @@
 // (logical index i at hist[i % ring]), so a pipelined decode step can append its own input
 // token without the host. Window entries are [end - window, end). A token that also
 // appears earlier in the window is left to that entry, so each logit changes once.
+// Positive logits are multiplied by the host's 1 / penalty: GPU division may be approximate
+// (2.5 ulp in Vulkan), a product is exact, so the result is within 1 ulp of l / penalty.
 // One workgroup. CPU twin: runtime::sampler::apply_repeat_penalty.
 const WG: u32 = 256u;
 
@@ -13,6 +15,7 @@ struct Params {
     ring: u32,
     vocab: u32,
     penalty: f32,
+    inv_penalty: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -33,7 +36,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
         }
         if (first && t < p.vocab) {
             let l = logits[t];
-            logits[t] = select(l * p.penalty, l / p.penalty, l > 0.0);
+            logits[t] = select(l * p.penalty, l * p.inv_penalty, l > 0.0);
         }
     }
 }

@@ -104,6 +104,7 @@ struct PenaltyParams {
     ring: u32,
     vocab: u32,
     penalty: f32,
+    inv_penalty: f32,
 }
 
 /// Longest history window the GPU applies the repetition penalty over: the size of the
@@ -112,7 +113,8 @@ pub const PENALTY_RING: usize = 1024;
 
 /// The repetition penalty on `logits[..vocab]` over the history entries `[end - window, end)`
 /// of the ring `hist` (logical index i at element i % PENALTY_RING; `window` ≤ the ring and
-/// ≤ `end`). Same rule as `runtime::sampler::apply_repeat_penalty`.
+/// ≤ `end`). Same rule as `runtime::sampler::apply_repeat_penalty`, positive logits within
+/// 1 ulp (multiplied by the reciprocal: GPU division need not be correctly rounded).
 pub fn repeat_penalty(k: &Kernels, b: &mut Batch, logits: &wgpu::Buffer, vocab: usize, hist: &wgpu::Buffer, end: usize, window: usize, penalty: f32) -> Result<()> {
     if window > PENALTY_RING || window > end {
         return Err(Error::Input(format!("repeat_penalty: a window of {window} over {end} tokens (ring {PENALTY_RING})")));
@@ -121,7 +123,7 @@ pub fn repeat_penalty(k: &Kernels, b: &mut Batch, logits: &wgpu::Buffer, vocab: 
     if window == 0 {
         return Ok(());
     }
-    let p = PenaltyParams { end: u32_of(end, "repeat_penalty end")?, window: window as u32, ring: PENALTY_RING as u32, vocab: u32_of(vocab, "vocab")?, penalty };
+    let p = PenaltyParams { end: u32_of(end, "repeat_penalty end")?, window: window as u32, ring: PENALTY_RING as u32, vocab: u32_of(vocab, "vocab")?, penalty, inv_penalty: 1.0 / penalty };
     launch(k, b, "repeat_penalty", &[shaders::REPEAT_PENALTY], &[Access::Read, Access::ReadWrite], &[hist, logits], 1, |_| p)
 }
 
