@@ -1,7 +1,7 @@
 // The residual step between two blocks of a layer, in one dispatch per row:
 //   x = (x + RMS(a) · w_post) [· scale[0]]      (post-norm, residual add, layer scale)
 //   y = RMS(x) · w_pre                          (the next block's input norm; optional)
-// Same arithmetic, in the same order, as rms_norm_to (accumulate), scale_by and
+// Same arithmetic, in the same order, as rms_norm_to (accumulate), a scale and
 // rms_norm_to again. Each invocation keeps its KEEP values of a row in registers, so a row
 // (up to WG · KEEP) is read once and written once. WG and KEEP come from the encoder: 512
 // invocations where the device allows (faster than 256 or 1024 on an H100), else 256.

@@ -164,11 +164,4 @@ pub fn softcap(k: &Kernels, b: &mut Batch, x: &wgpu::Buffer, x_off: usize, n: us
     unary(k, b, "softcap", &[shaders::SOFTCAP, shaders::MATH], x, x_off, n, cap)
 }
 
-/// `x *= s[s_idx]` over `n` elements: a scale that lives on the GPU (layer_output_scale).
-pub fn scale_by(k: &Kernels, b: &mut Batch, x: &wgpu::Buffer, x_off: usize, n: usize, s: &wgpu::Buffer, s_idx: usize) -> Result<()> {
-    check_fits("scale_by", &[(x, x_off + n), (s, s_idx + 1)])?;
-    let (n_u, xo, si) = (u32_of(n, "scale_by n")?, u32_of(x_off, "scale_by x_off")?, u32_of(s_idx, "scale_by s_idx")?);
-    launch(k, b, "scale_by", &[shaders::SCALE_BY], &[Access::ReadWrite, Access::Read], &[x, s], n.div_ceil(WG), |groups_x| {
-        BinaryParams { n: n_u, x_off: xo, y_off: si, groups_x }
-    })
-}
+

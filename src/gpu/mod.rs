@@ -85,7 +85,6 @@ pub mod shaders {
     pub const SCALE: &str = include_str!("../../shaders/elementwise/scale.wgsl");
     pub const SOFTCAP: &str = include_str!("../../shaders/elementwise/softcap.wgsl");
     pub const ADD_SCALED: &str = include_str!("../../shaders/elementwise/add_scaled.wgsl");
-    pub const SCALE_BY: &str = include_str!("../../shaders/elementwise/scale_by.wgsl");
     pub const ATTENTION: &str = include_str!("../../shaders/attention/attention.wgsl");
     pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention/attention_common.wgsl");
     pub const ATTENTION_DECODE: &str = include_str!("../../shaders/attention/attention_decode.wgsl");
