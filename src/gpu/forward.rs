@@ -12,13 +12,13 @@ use super::kernel::{self, Batch, Kernels};
 use super::rope::HeadGroup;
 use super::weights::GpuMatrix;
 use super::{attention, elementwise, matmul, moe, norm, rope, sample};
-
-mod decode;
 use crate::cpu::forward::Logits;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::model::{AttnKind, Config, ExpertGateUp};
 use crate::runtime::{Sampler, TextModel};
 use crate::{Error, Result};
+
+mod decode;
 
 /// `RULLAMA_PROFILE=1` prints where each step's time goes (recording, submission, waiting).
 fn profile() -> bool {
@@ -279,11 +279,16 @@ impl Loader<'_> {
         if g.ty != u.ty || g.dims != u.dims || !fits {
             return Ok(GateUp::Split(self.matrix(gate)?, self.matrix(up)?));
         }
-        let mut data = self.file.tensor_data(&g).to_vec();
-        data.extend_from_slice(self.file.tensor_data(&u));
+        Ok(GateUp::Stacked(self.stack(gate, &[&g, &u])?))
+    }
+
+    /// Tensors of one type and row length as one matrix (their rows one after another) in
+    /// one binding tile, named after the first.
+    fn stack(&mut self, name: &str, parts: &[&TensorInfo]) -> Result<GpuMatrix> {
+        let data: Vec<u8> = parts.iter().flat_map(|t| self.file.tensor_data(t).iter().copied()).collect();
         self.bytes += data.len() as u64;
-        let rows = 2 * g.n_rows() as usize;
-        Ok(GateUp::Stacked(GpuMatrix::upload_stacked(self.k, gate, g.ty, g.row_len() as usize, rows, rows, &data)?))
+        let rows: usize = parts.iter().map(|t| t.n_rows() as usize).sum();
+        GpuMatrix::upload_stacked(self.k, name, parts[0].ty, parts[0].row_len() as usize, rows, rows, &data)
     }
 
     /// q, k and v (k and v absent on layers reading another layer's KV; v absent where V
@@ -309,15 +314,11 @@ impl Loader<'_> {
                 v: v.map(|vn| self.matrix(vn)).transpose()?,
             });
         }
-        let mut data = Vec::with_capacity(bytes as usize);
         let mut rows = [0; 3];
         for (i, t) in parts.iter().enumerate() {
-            data.extend_from_slice(self.file.tensor_data(t));
             rows[i] = t.n_rows() as usize;
         }
-        self.bytes += bytes;
-        let total: usize = rows.iter().sum();
-        let m = GpuMatrix::upload_stacked(self.k, q, qi.ty, qi.row_len() as usize, total, total, &data)?;
+        let m = self.stack(q, &parts)?;
         let v_apart = match (v, rows[2]) {
             (Some(vn), 0) => Some(self.matrix(vn)?),
             _ => None,

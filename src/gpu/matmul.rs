@@ -142,6 +142,14 @@ fn check_len(buf: &wgpu::Buffer, what: &str, elems: usize) -> Result<()> {
     Ok(())
 }
 
+/// x rows `x_stride` apart must be 4-aligned and hold a whole matrix row (`cols`).
+fn check_x_stride(op: &str, x_stride: usize, cols: usize) -> Result<()> {
+    if x_stride < cols || !x_stride.is_multiple_of(4) {
+        return Err(Error::Input(format!("{op}: x stride {x_stride} must be a multiple of 4 and at least {cols}")));
+    }
+    Ok(())
+}
+
 fn check_x_off(x_off: usize) -> Result<()> {
     if !x_off.is_multiple_of(4) {
         return Err(Error::Input(format!("matmul: input offset {x_off} is not a multiple of 4 elements")));
@@ -193,9 +201,7 @@ pub fn matmul_strided(
     y_off: usize,
 ) -> Result<()> {
     check_x_off(x_off)?;
-    if x_stride < w.cols || !x_stride.is_multiple_of(4) {
-        return Err(Error::Input(format!("matmul: x stride {x_stride} must be a multiple of 4 and at least {}", w.cols)));
-    }
+    check_x_stride("matmul", x_stride, w.cols)?;
     if n == 0 {
         return Ok(());
     }
@@ -204,6 +210,24 @@ pub fn matmul_strided(
     if n == 1 {
         return matvec(k, b, w, x, x_off, y, y_off, Epilogue::None);
     }
+    plain_matmul(k, b, w, None, x, x_off, x_stride, n, y, y_off)
+}
+
+/// The matmul kernel over every tile of `w`, or over rows `[first, first + rows)` of its one
+/// tile (`range`); y rows hold the rows computed.
+#[allow(clippy::too_many_arguments)]
+fn plain_matmul(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    range: Option<(usize, usize)>,
+    x: &wgpu::Buffer,
+    x_off: usize,
+    x_stride: usize,
+    n: usize,
+    y: &wgpu::Buffer,
+    y_off: usize,
+) -> Result<()> {
     // Small batches get the smallest token tile that fits.
     let t = n.min(MAX_T).next_power_of_two();
     let kernel = matmul_kernel(k, w.ty, t)?;
@@ -213,14 +237,16 @@ pub fn matmul_strided(
         n: n as u32,
         x_off4: (x_off / 4) as u32,
         y_off: y_off as u32,
-        y_stride: w.rows as u32,
+        y_stride: range.map_or(w.rows, |r| r.1) as u32,
         x_stride4: (x_stride / 4) as u32,
+        w_row0: range.map_or(0, |r| r.0) as u32,
         ..Default::default()
     };
     dispatch_tiles(k, b, w, &kernel, [x, y, &k.dummy], p, |tile, p| {
-        p.rows = tile.rows as u32;
-        p.row0 = tile.row0 as u32;
-        p.row_groups = tile.rows.div_ceil(RW as usize) as u32;
+        let rows = range.map_or(tile.rows, |r| r.1);
+        p.rows = rows as u32;
+        p.row0 = if range.is_some() { 0 } else { tile.row0 as u32 };
+        p.row_groups = rows.div_ceil(RW as usize) as u32;
         p.row_groups as usize * n.div_ceil(t)
     })
 }
@@ -303,33 +329,13 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
     if n == 0 {
         return Ok(());
     }
-    let t = n.min(MAX_T).next_power_of_two();
-    let kernel = matmul_kernel(k, w.ty, t)?;
-    let p = MatmulParams {
-        cols4: (w.cols / 4) as u32,
-        rows: rows as u32,
-        row_bytes: w.row_bytes() as u32,
-        n: n as u32,
-        x_off4: (x_off / 4) as u32,
-        y_off: y_off as u32,
-        y_stride: rows as u32,
-        x_stride4: (w.cols / 4) as u32,
-        w_row0: first as u32,
-        row_groups: rows.div_ceil(RW as usize) as u32,
-        ..Default::default()
-    };
-    let groups = p.row_groups as usize * n.div_ceil(t);
-    let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
-    b.dispatch(&kernel, &[&w.tiles()[0].buffer, x, y, &k.dummy], &MatmulParams { groups_x, ..p }, grid)
+    plain_matmul(k, b, w, Some((first, rows)), x, x_off, w.cols, n, y, y_off)
 }
 
 /// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`, then the epilogue.
 #[allow(clippy::too_many_arguments)]
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
-    let ch = matvec_chunk(w.ty);
-    let chunks = w.cols / ch;
-    // Invocations per row: the largest power of two not above the chunk count (so none
-    // idles), 4 to 32; the rest of the workgroup takes further rows.
+    let chunks = w.cols / matvec_chunk(w.ty);
     let tpr = MATVEC_TPR;
     let name = format!("matvec/{}/tpr{tpr}", w.ty);
     let quant = quant_parts(w.ty)?;
@@ -342,16 +348,14 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
     })?;
     let rows_per_group = MATVEC_WG / tpr;
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
-    let (mode, other, other_off) = match epi {
-        Epilogue::None | Epilogue::Route { .. } => (0, &k.dummy, 0),
-        Epilogue::GeluPair => (1, &k.dummy, 0),
-        Epilogue::GeluMul(o, off) => (2, o, off),
-    };
     // Unused outputs bind stand-ins: writable bindings may not share a buffer.
     let (stand2, stand3) = (k.scratch("matvec/y2", 4), k.scratch("matvec/y3", 4));
-    let (mode, split_a, split_b, y2, y3) = match epi {
-        Epilogue::Route { split_a, split_b, y2, y3 } => (3, split_a, split_b, y2, y3),
-        _ => (mode, 0, 0, (&stand2, 0), (&stand3, 0)),
+    let unrouted = ((&stand2, 0), (&stand3, 0));
+    let (mode, (other, other_off), (split_a, split_b), (y2, y3)) = match epi {
+        Epilogue::None => (0, (&k.dummy, 0), (0, 0), unrouted),
+        Epilogue::GeluPair => (1, (&k.dummy, 0), (0, 0), unrouted),
+        Epilogue::GeluMul(o, off) => (2, (o, off), (0, 0), unrouted),
+        Epilogue::Route { split_a, split_b, y2, y3 } => (3, (&k.dummy, 0), (split_a, split_b), (y2, y3)),
     };
     for tile in w.tiles() {
         let rows = if gelu_pair { tile.rows / 2 } else { tile.rows };
@@ -418,9 +422,7 @@ pub fn matmul_experts_strided(
     y: &wgpu::Buffer,
     y_off: usize,
 ) -> Result<()> {
-    if x_stride < w.cols || !x_stride.is_multiple_of(4) {
-        return Err(Error::Input(format!("matmul_experts: x stride {x_stride} must be a multiple of 4 and at least {}", w.cols)));
-    }
+    check_x_stride("matmul_experts", x_stride, w.cols)?;
     let rpe = rows_per_expert;
     if rpe == 0 || top_k == 0 || !w.rows.is_multiple_of(rpe) || w.tiles().iter().any(|t| !t.row0.is_multiple_of(rpe) || !t.rows.is_multiple_of(rpe)) {
         return Err(Error::Input(format!(

@@ -43,51 +43,53 @@ impl GpuModel {
         if !on(first)? {
             return Ok(());
         }
-        let gpu = &self.k.gpu;
-        gpu.queue.write_buffer(&cache.s.ring, 0, bytemuck::bytes_of(&first));
+        self.k.gpu.queue.write_buffer(&cache.s.ring, 0, bytemuck::bytes_of(&first));
         // Tokens `on` accepted (each is fed by the step of the same number), steps submitted.
-        let (mut accepted, mut submitted) = (1usize, 0usize);
+        let mut counts = (1usize, 0usize);
+        let result = self.run_steps(cache, sampler, history, cancel, on, &mut counts);
+        // The cache holds the accepted tokens (all fed, unless the cache filled up); later
+        // steps' KV is left to be overwritten.
+        let (accepted, submitted) = counts;
+        cache.len = base + accepted.min(submitted);
+        result
+    }
+
+    /// The pipeline of `decode_pipelined`, from the cache's current length; `counts` tracks
+    /// (tokens accepted, steps submitted) whatever the outcome.
+    fn run_steps(
+        &self,
+        cache: &GpuCache,
+        sampler: &mut Sampler,
+        history: &[u32],
+        cancel: &AtomicBool,
+        on: &mut dyn FnMut(u32) -> Result<bool>,
+        counts: &mut (usize, usize),
+    ) -> Result<()> {
+        let base = cache.len;
+        let (accepted, submitted) = counts;
         let mut pending: VecDeque<Pending> = VecDeque::new();
-        let result = loop {
+        loop {
             // Step i feeds token i: submit it once token i - 1 was accepted (token i itself
             // may still be unknown to the host: one step runs ahead), while the cache has room.
-            let mut failed = None;
-            while submitted <= accepted && base + submitted < cache.capacity {
+            while *submitted <= *accepted && base + *submitted < cache.capacity {
                 let u = if sampler.opts.temperature > 0.0 { sampler.draw() } else { 0.0 };
                 // Step i's input token is history entry history.len() + i.
-                match self.submit_step(cache, base + submitted, submitted % RING, history.len() + submitted, &sampler.opts, u) {
-                    Ok(p) => pending.push_back(p),
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-                submitted += 1;
-            }
-            if let Some(e) = failed {
-                break Err(e);
+                pending.push_back(self.submit_step(cache, base + *submitted, *submitted % RING, history.len() + *submitted, &sampler.opts, u)?);
+                *submitted += 1;
             }
             let Some(p) = pending.pop_front() else {
                 // The cache is full: nothing can be fed, so the caller's next token cannot exist.
-                break Err(Error::Input(format!("the context of {} tokens is full", cache.capacity)));
+                return Err(Error::Input(format!("the context of {} tokens is full", cache.capacity)));
             };
-            let id = match self.read_token(p) {
-                Ok(id) => id,
-                Err(e) => break Err(e),
-            };
+            let id = self.read_token(p)?;
             if cancel.load(Ordering::Relaxed) {
-                break Err(Error::Cancelled);
+                return Err(Error::Cancelled);
             }
-            match on(id) {
-                Ok(true) => accepted += 1,
-                Ok(false) => break Ok(()),
-                Err(e) => break Err(e),
+            if !on(id)? {
+                return Ok(());
             }
-        };
-        // The cache holds the accepted tokens (all fed, unless the cache filled up); later
-        // steps' KV is left to be overwritten.
-        cache.len = base + accepted.min(submitted);
-        result
+            *accepted += 1;
+        }
     }
 
     /// Record and submit the step that feeds the token in ring slot `slot` at position `pos`
