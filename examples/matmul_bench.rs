@@ -74,11 +74,29 @@ fn main() -> rullama::Result<()> {
         let t = time(&k, &w, 1, r.max(2))?;
         println!("{ty:5} decode  {rows:>6}x{cols:<5} {what:24}: {:8.2} us  {:7.1} GB/s", t * 1e6, w.bytes() as f64 / t / 1e9);
     }
-    for ty in [GgmlType::Q4_K, GgmlType::Q8_0] {
-        let (cols, rows, n) = (2048, 2048, 512);
-        let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &random_blocks(ty, cols, rows, 42))?;
-        let t = time(&k, &w, n, (reps / 10).max(2))?;
-        println!("{ty:5} prefill {rows}x{cols} x {n}: {:8.2} us  {:7.1} GFLOP/s", t * 1e6, 2.0 * (n * rows * cols) as f64 / t / 1e9);
+    // Prefill (512 tokens) at the layer shapes, on the f32 kernel and on tensor cores
+    // where the device has them.
+    let prefill = [
+        (GgmlType::Q4_K, 2048, 2048, "square"),
+        (GgmlType::Q8_0, 2048, 2048, "square"),
+        (GgmlType::Q4_K, 12288, 1536, "E2B [gate; up]"),
+        (GgmlType::Q6_K, 1536, 6144, "E2B down (Q6_K)"),
+        (GgmlType::Q5_0, 1024, 640, "270M q"),
+    ];
+    let mut kinds = vec![false];
+    if k.gpu.coop {
+        kinds.push(true);
+    }
+    for coop in kinds {
+        let mut kc = Kernels::new(Arc::clone(&k.gpu));
+        kc.use_coop = coop;
+        for (ty, rows, cols, what) in prefill {
+            let n = 512;
+            let w = GpuMatrix::upload(&kc, "w", ty, cols, rows, &random_blocks(ty, cols, rows, 42))?;
+            let t = time(&kc, &w, n, (reps / 10).max(2))?;
+            let flops = 2.0 * (n * rows * cols) as f64 / t / 1e9;
+            println!("{ty:5} prefill {rows:>6}x{cols:<5} x {n} {what:16} tensor cores {coop:5}: {:9.2} us  {flops:8.1} GFLOP/s", t * 1e6);
+        }
     }
     Ok(())
 }

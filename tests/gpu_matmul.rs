@@ -426,24 +426,41 @@ fn matvec_tall_matrices_match_cpu() {
 }
 
 /// Prefill sizes: every type, token and row counts that leave partial token tiles and row
-/// groups, x rows wider than the matrix.
+/// groups, x rows wider than the matrix; on the f32 kernel and, where the device has tensor
+/// cores, on matmul_coop.wgsl (its hi/lo f16 split keeps it within the same tolerance).
+/// `RULLAMA_REQUIRE_COOP=1` makes a device without them fail (set where they are expected).
 #[test]
 fn prefill_matmul_matches_cpu() {
+    let gpu = Gpu::get().unwrap();
+    if std::env::var_os("RULLAMA_REQUIRE_COOP").is_some() {
+        assert!(gpu.coop, "RULLAMA_REQUIRE_COOP: {} has no usable cooperative matrices", gpu.info.name);
+    }
+    let mut f32_only = kernels();
+    f32_only.use_coop = false;
+    let mut ks = vec![f32_only];
+    if gpu.coop {
+        ks.push(kernels());
+    }
+    for k in ks {
+        prefill_matmul_case(&k);
+    }
+}
+
+fn prefill_matmul_case(k: &Kernels) {
     let mut rng = ChaCha8Rng::seed_from_u64(17);
-    let k = kernels();
     for &ty in TYPES {
         let cols = 1024;
-        for (rows, n, stride) in [(70, 33, cols), (64, 64, cols + 8), (130, 129, cols)] {
+        for (rows, n, stride) in [(70, 33, cols), (64, 64, cols + 8), (130, 129, cols), (33, 9, cols)] {
             let data = random_matrix(&mut rng, ty, cols, rows);
             let xs = rand_vec(&mut rng, n * stride);
-            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
-            let xb = up(&k, &xs);
-            let got = run(&k, 3 + n * rows + 1, |b, y| rullama::gpu::matmul::matmul_strided(&k, b, &w, &xb, 0, stride, n, y, 3).unwrap());
+            let w = GpuMatrix::upload(k, "w", ty, cols, rows, &data).unwrap();
+            let xb = up(k, &xs);
+            let got = run(k, 3 + n * rows + 1, |b, y| rullama::gpu::matmul::matmul_strided(k, b, &w, &xb, 0, stride, n, y, 3).unwrap());
             assert!(got[..3].iter().chain(got.last()).all(|&v| v == SENTINEL), "writes outside y");
             let x: Vec<f32> = xs.chunks(stride).flat_map(|r| r[..cols].to_vec()).collect();
             let want = ops::matmul(&x, n, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
             let e = max_rel(&got[3..3 + n * rows], &want);
-            assert!(e < TOL, "{ty} {rows}x{cols} n {n} stride {stride}: rel err {e}");
+            assert!(e < TOL, "{ty} {rows}x{cols} n {n} stride {stride} (tensor cores {}): rel err {e}", k.use_coop);
         }
     }
 }

@@ -21,6 +21,9 @@ pub struct Gpu {
     pub subgroup_max: u32,
     /// GPU timestamps can be written between passes (used by `RULLAMA_PROFILE=kernels`).
     pub timestamps: bool,
+    /// Cooperative matrices (tensor cores) of 16x16x16 f16 -> f32 on subgroups of 32 may
+    /// be used (`shaders/matmul/matmul_coop.wgsl`). `RULLAMA_NO_COOP` turns them off.
+    pub coop: bool,
     /// The first validation error the device reported since it was last taken.
     errors: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -94,12 +97,28 @@ impl Gpu {
         if timestamps {
             required |= wgpu::Features::TIMESTAMP_QUERY;
         }
+        let coop = f16
+            && subgroups
+            && info.subgroup_min_size == 32
+            && info.subgroup_max_size == 32
+            && features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && adapter.cooperative_matrix_properties().iter().any(|p| {
+                (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+                    && p.ab_type == wgpu::CooperativeScalarType::F16
+                    && p.cr_type == wgpu::CooperativeScalarType::F32
+            })
+            && std::env::var_os("RULLAMA_NO_COOP").is_none();
+        if coop {
+            required |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rullama"),
             required_features: required,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            // SAFETY: the one experimental feature requested is cooperative matrices, used
+            // by one kernel whose results the matmul parity tests check against the CPU.
+            experimental_features: if coop { unsafe { wgpu::ExperimentalFeatures::enabled() } } else { wgpu::ExperimentalFeatures::disabled() },
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
@@ -116,7 +135,7 @@ impl Gpu {
         let (subgroup_min, subgroup_max) = (info.subgroup_min_size, info.subgroup_max_size);
         if std::env::var_os("RULLAMA_LOG_GPU").is_some() {
             eprintln!(
-                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max})",
+                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max}), tensor cores {coop}",
                 info.name,
                 info.backend,
                 info.device_type,
@@ -126,7 +145,7 @@ impl Gpu {
                 limits.max_compute_workgroup_storage_size >> 10,
             );
         }
-        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, errors })
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, coop, errors })
     }
 
     /// The first error the device reported since the last call, if any.

@@ -48,6 +48,9 @@ pub struct Kernels {
     /// Kernels with a subgroup variant use it. Starts as `gpu.subgroups`; clearing it
     /// selects the workgroup-memory variants (tests run both in one process).
     pub use_subgroups: bool,
+    /// Prefill matmuls use the tensor-core kernel where the device has one. Starts as
+    /// `gpu.coop`; clearing it selects the f32 kernel (tests compare both).
+    pub use_coop: bool,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -56,8 +59,8 @@ pub struct Kernels {
 impl Kernels {
     pub fn new(gpu: Arc<Gpu>) -> Kernels {
         let dummy = storage(&gpu, "dummy", 16);
-        let use_subgroups = gpu.subgroups;
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, buffers: Mutex::new(HashMap::new()) }
+        let (use_subgroups, use_coop) = (gpu.subgroups, gpu.coop);
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).

@@ -124,7 +124,38 @@ fn matmul_kernel(k: &Kernels, ty: GgmlType, t: usize) -> Result<Arc<Kernel>> {
         let reduce = if sg { shaders::MATMUL_REDUCE_SUBGROUP } else { shaders::MATMUL_REDUCE_WORKGROUP };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
-        parts.extend([shaders::MATMUL, reduce]);
+        parts.extend([shaders::MATMUL_PARAMS, shaders::MATMUL, reduce]);
+        KernelSource {
+            name: name.clone(),
+            code: compose(&parts),
+            entry: "main",
+            buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read],
+        }
+    })
+}
+
+/// Tokens from which prefill matmuls run on tensor cores (`matmul_coop.wgsl`) where the
+/// device has them; fewer stay on the f32 kernel, whose token tiles (≤ MAX_T) fit them.
+const COOP_MIN_TOKENS: usize = MAX_T + 1;
+/// Subgroups of 32 along the rows of a tensor-core tile (the tile is 64 tokens x 32·SGN
+/// rows). `RULLAMA_COOP_SGN` overrides it for measurements.
+fn coop_sgn() -> usize {
+    std::env::var("RULLAMA_COOP_SGN").ok().and_then(|v| v.parse().ok()).filter(|v| [1, 2, 4].contains(v)).unwrap_or(2)
+}
+/// Tokens per tensor-core tile, and columns per step (matmul_coop.wgsl's BM and BK).
+const COOP_BM: usize = 64;
+const COOP_BK: usize = 32;
+
+/// The tensor-core matmul for weight type `ty`.
+fn matmul_coop_kernel(k: &Kernels, ty: GgmlType) -> Result<Arc<Kernel>> {
+    let sgn = coop_sgn();
+    let name = format!("matmul_coop/{ty}/sgn{sgn}");
+    let quant = quant_parts(ty)?;
+    k.get(&name, || {
+        let header = format!("enable f16;\nenable wgpu_cooperative_matrix;\nconst SGN: u32 = {sgn}u;\n");
+        let mut parts = vec![header.as_str()];
+        parts.extend(&quant);
+        parts.extend([shaders::MATMUL_PARAMS, shaders::MATMUL_COOP]);
         KernelSource {
             name: name.clone(),
             code: compose(&parts),
@@ -228,9 +259,13 @@ fn plain_matmul(
     y: &wgpu::Buffer,
     y_off: usize,
 ) -> Result<()> {
+    let coop = k.use_coop && k.gpu.coop && n >= COOP_MIN_TOKENS && w.cols.is_multiple_of(COOP_BK);
     // Small batches get the smallest token tile that fits.
-    let t = n.min(MAX_T).next_power_of_two();
-    let kernel = matmul_kernel(k, w.ty, t)?;
+    let t = if coop { COOP_BM } else { n.min(MAX_T).next_power_of_two() };
+    let (kernel, rw) = match coop {
+        true => (matmul_coop_kernel(k, w.ty)?, 32 * coop_sgn()),
+        false => (matmul_kernel(k, w.ty, t)?, RW as usize),
+    };
     let p = MatmulParams {
         cols4: (w.cols / 4) as u32,
         row_bytes: w.row_bytes() as u32,
@@ -246,7 +281,7 @@ fn plain_matmul(
         let rows = range.map_or(tile.rows, |r| r.1);
         p.rows = rows as u32;
         p.row0 = if range.is_some() { 0 } else { tile.row0 as u32 };
-        p.row_groups = rows.div_ceil(RW as usize) as u32;
+        p.row_groups = rows.div_ceil(rw) as u32;
         p.row_groups as usize * n.div_ceil(t)
     })
 }

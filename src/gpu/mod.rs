@@ -29,6 +29,8 @@ pub mod shaders {
     pub const RMS_NORM_TO: &str = include_str!("../../shaders/norm/rms_norm_to.wgsl");
     pub const RESIDUAL_NORM: &str = include_str!("../../shaders/norm/residual_norm.wgsl");
     pub const MATMUL: &str = include_str!("../../shaders/matmul/matmul.wgsl");
+    pub const MATMUL_PARAMS: &str = include_str!("../../shaders/matmul/matmul_params.wgsl");
+    pub const MATMUL_COOP: &str = include_str!("../../shaders/matmul/matmul_coop.wgsl");
     pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
     pub const EMBED: &str = include_str!("../../shaders/matmul/embed.wgsl");

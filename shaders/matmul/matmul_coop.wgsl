@@ -1,0 +1,159 @@
+// Quantized matrix multiply on cooperative matrices (tensor cores), y[t, r] = Σ_c w[r, c] · x[t, c],
+// for prefill. Same parameters and bindings as matmul.wgsl (plain mode only, no experts).
+// Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, SGN), a weight
+// type's shaders/quant files (`dq4`) and matmul_params.wgsl.
+//
+// A workgroup computes 64 tokens x (32 · SGN) rows with 2 · SGN subgroups of 32 invocations,
+// each owning a 32 x 32 block as 2 x 2 fragments of 16 x 16 (f16 inputs, f32 accumulators).
+// Per 32 columns, x and the dequantized weights are staged in workgroup memory as f16.
+//
+// f32 accuracy from f16 inputs: each value v is split into hi = f16(v) and
+// lo = f16((v - hi) · 2^11); hi·hi goes to one accumulator and lo·hi + hi·lo to another,
+// y = acc_hi + acc_lo · 2^-11 (the lo·lo term is below f32 rounding). The result matches
+// the f32 kernels to ~2^-22 relative per product instead of f16's 2^-11. Scaling lo up
+// keeps it clear of f16 subnormals, which the device may flush to zero (an H100 does:
+// unscaled lo parts left f16's error in place). x is scaled by 2^-4 and weights by 2^4
+// (the product is unchanged) to keep |x| up to ~1e6 inside f16's range and small weights
+// out of the subnormals.
+//
+// naga 30 writes coopStore before its operands unless they are already evaluated: every
+// coopStore argument is a `let` made before an ordinary assignment (`flush`), which makes
+// naga emit them first.
+
+const BM: u32 = 64u;
+const BN: u32 = 32u * SGN;
+const BK: u32 = 32u;
+const WG: u32 = 64u * SGN;
+const XS: f32 = 0.0625;
+const WS: f32 = 16.0;
+const LS: f32 = 2048.0;
+
+var<workgroup> xa_hi: array<f16, BM * BK>;  // x tile, row-major (token, column)
+var<workgroup> xa_lo: array<f16, BM * BK>;
+var<workgroup> wb_hi: array<f16, BN * BK>;  // weight tile, one row of BK per output row
+var<workgroup> wb_lo: array<f16, BN * BK>;
+// One 16 x 16 fragment per subgroup, hi and lo accumulators.
+var<workgroup> out_h: array<f32, 2u * SGN * 256u>;
+var<workgroup> out_l: array<f32, 2u * SGN * 256u>;
+
+// f16 hi and lo parts of each element of v (see above).
+fn hi4(v: vec4<f32>) -> vec4<f16> {
+    return vec4<f16>(v);
+}
+
+fn lo4(v: vec4<f32>, hi: vec4<f16>) -> vec4<f16> {
+    return vec4<f16>((v - vec4<f32>(hi)) * LS);
+}
+
+@compute @workgroup_size(WG)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    let lin = wg.x + wg.y * p.groups_x;
+    if (lin >= p.row_groups * ((p.n + BM - 1u) / BM)) {
+        return;
+    }
+    let r0 = (lin % p.row_groups) * BN;
+    let t0 = (lin / p.row_groups) * BM;
+    let tm = sg / SGN; // which 32 tokens of the 64
+    let tn = sg % SGN; // which 32 rows
+
+    var acc00 = coop_mat16x16<f32, C>();
+    var acc01 = coop_mat16x16<f32, C>();
+    var acc10 = coop_mat16x16<f32, C>();
+    var acc11 = coop_mat16x16<f32, C>();
+    var lo00 = coop_mat16x16<f32, C>();
+    var lo01 = coop_mat16x16<f32, C>();
+    var lo10 = coop_mat16x16<f32, C>();
+    var lo11 = coop_mat16x16<f32, C>();
+    for (var k0 = 0u; k0 < p.cols4 * 4u; k0 += BK) {
+        // Stage x: BM x BK values as vec4s (8 per row); tokens past n are zero.
+        for (var v = lid; v < BM * BK / 4u; v += WG) {
+            let i = v / (BK / 4u);
+            let j4 = v % (BK / 4u);
+            var xv = vec4<f32>(0.0);
+            if (t0 + i < p.n) {
+                xv = x[p.x_off4 + (t0 + i) * p.x_stride4 + k0 / 4u + j4] * XS;
+            }
+            let h = hi4(xv);
+            let l = lo4(xv, h);
+            for (var e = 0u; e < 4u; e++) {
+                xa_hi[i * BK + 4u * j4 + e] = h[e];
+                xa_lo[i * BK + 4u * j4 + e] = l[e];
+            }
+        }
+        // Stage weights: BN rows x BK; rows past the end repeat the last (not written).
+        for (var v = lid; v < BN * BK / 4u; v += WG) {
+            let i = v / (BK / 4u);
+            let j4 = v % (BK / 4u);
+            let rb = (p.w_row0 + min(r0 + i, p.rows - 1u)) * p.row_bytes;
+            let wv = dq4(rb, k0 / 4u + j4) * WS;
+            let h = hi4(wv);
+            let l = lo4(wv, h);
+            for (var e = 0u; e < 4u; e++) {
+                wb_hi[i * BK + 4u * j4 + e] = h[e];
+                wb_lo[i * BK + 4u * j4 + e] = l[e];
+            }
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < BK; kk += 16u) {
+            let ia = tm * 32u * BK + kk;
+            let ib = tn * 32u * BK + kk;
+            let a0h = coopLoadT<coop_mat16x16<f16, A>>(&xa_hi[ia], BK);
+            let a1h = coopLoadT<coop_mat16x16<f16, A>>(&xa_hi[ia + 16u * BK], BK);
+            let a0l = coopLoadT<coop_mat16x16<f16, A>>(&xa_lo[ia], BK);
+            let a1l = coopLoadT<coop_mat16x16<f16, A>>(&xa_lo[ia + 16u * BK], BK);
+            // B = W^T: element (k, r) sits at r * BK + k, column-major with stride BK.
+            let b0h = coopLoad<coop_mat16x16<f16, B>>(&wb_hi[ib], BK);
+            let b1h = coopLoad<coop_mat16x16<f16, B>>(&wb_hi[ib + 16u * BK], BK);
+            let b0l = coopLoad<coop_mat16x16<f16, B>>(&wb_lo[ib], BK);
+            let b1l = coopLoad<coop_mat16x16<f16, B>>(&wb_lo[ib + 16u * BK], BK);
+            acc00 = coopMultiplyAdd(a0h, b0h, acc00);
+            acc01 = coopMultiplyAdd(a0h, b1h, acc01);
+            acc10 = coopMultiplyAdd(a1h, b0h, acc10);
+            acc11 = coopMultiplyAdd(a1h, b1h, acc11);
+            lo00 = coopMultiplyAdd(a0l, b0h, coopMultiplyAdd(a0h, b0l, lo00));
+            lo01 = coopMultiplyAdd(a0l, b1h, coopMultiplyAdd(a0h, b1l, lo01));
+            lo10 = coopMultiplyAdd(a1l, b0h, coopMultiplyAdd(a1h, b0l, lo10));
+            lo11 = coopMultiplyAdd(a1l, b1h, coopMultiplyAdd(a1h, b1l, lo11));
+        }
+        workgroupBarrier();
+    }
+
+    // Each fragment goes through this subgroup's 16 x 16 slot of workgroup memory, from
+    // which its lanes write the rows and tokens that exist.
+    var flush = 0u;
+    let slot = sg * 256u;
+    for (var f = 0u; f < 4u; f++) {
+        var fh = acc00;
+        var fl = lo00;
+        if (f == 1u) {
+            fh = acc01;
+            fl = lo01;
+        } else if (f == 2u) {
+            fh = acc10;
+            fl = lo10;
+        } else if (f == 3u) {
+            fh = acc11;
+            fl = lo11;
+        }
+        let oh = fh;
+        let ol = fl;
+        let stride = 16u;
+        flush = slot;
+        coopStoreT(oh, &out_h[slot], stride);
+        coopStoreT(ol, &out_l[slot], stride);
+        workgroupBarrier();
+        for (var e = lane; e < 256u; e += 32u) {
+            let t = t0 + tm * 32u + (f / 2u) * 16u + e / 16u;
+            let r = r0 + tn * 32u + (f % 2u) * 16u + e % 16u;
+            if (t < p.n && r < p.rows) {
+                y[p.y_off + t * p.y_stride + p.row0 + r] = out_h[slot + e] + out_l[slot + e] * (1.0 / LS);
+            }
+        }
+        workgroupBarrier();
+    }
+}
