@@ -7,12 +7,11 @@
 // each owning a 32 x 32 block as 2 x 2 fragments of 16 x 16 (f16 inputs, f32 accumulators).
 // Per 32 columns, x and the dequantized weights are staged in workgroup memory as f16.
 //
-// f32 accuracy from f16 inputs: each value v is split into hi = f16(v) and
+// f32 accuracy from f16 inputs: each value v is split into hi (v to f16's precision) and
 // lo = f16((v - hi) · 2^11); hi·hi goes to one accumulator and lo·hi + hi·lo to another,
 // y = acc_hi + acc_lo · 2^-11 (the lo·lo term is below f32 rounding). The result matches
 // the f32 kernels to ~2^-22 relative per product instead of f16's 2^-11. Scaling lo up
-// keeps it clear of f16 subnormals, which the device may flush to zero (an H100 does:
-// unscaled lo parts left f16's error in place). x is scaled by 2^-4 and weights by 2^4
+// keeps it clear of f16 subnormals, which the device may flush to zero. x is scaled by 2^-4 and weights by 2^4
 // (the product is unchanged) to keep |x| up to ~1e6 inside f16's range and small weights
 // out of the subnormals.
 //
@@ -36,13 +35,19 @@ var<workgroup> wb_lo: array<f16, BN * BK>;
 var<workgroup> out_h: array<f32, 2u * SGN * 256u>;
 var<workgroup> out_l: array<f32, 2u * SGN * 256u>;
 
-// f16 hi and lo parts of each element of v (see above).
-fn hi4(v: vec4<f32>) -> vec4<f16> {
-    return vec4<f16>(v);
+// The hi and lo parts of each element of v (see above). hi is v with its significand cut
+// to f16's 10 bits by a mask, not a round trip through f16: a device compiler may fold
+// f32(f16(v)) back to v (an H100's does), which left lo at zero. Below f16's smallest
+// normal hi is 0 and lo carries v.
+struct Split {
+    hi: vec4<f16>,
+    lo: vec4<f16>,
 }
 
-fn lo4(v: vec4<f32>, hi: vec4<f16>) -> vec4<f16> {
-    return vec4<f16>((v - vec4<f32>(hi)) * LS);
+fn split(v: vec4<f32>) -> Split {
+    let cut = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xFFFFE000u));
+    let h = select(cut, vec4<f32>(0.0), abs(v) < vec4<f32>(6.103515625e-5));
+    return Split(vec4<f16>(h), vec4<f16>((v - h) * LS));
 }
 
 @compute @workgroup_size(WG)
@@ -78,11 +83,10 @@ fn main(
             if (t0 + i < p.n) {
                 xv = x[p.x_off4 + (t0 + i) * p.x_stride4 + k0 / 4u + j4] * XS;
             }
-            let h = hi4(xv);
-            let l = lo4(xv, h);
+            let sp = split(xv);
             for (var e = 0u; e < 4u; e++) {
-                xa_hi[i * BK + 4u * j4 + e] = h[e];
-                xa_lo[i * BK + 4u * j4 + e] = l[e];
+                xa_hi[i * BK + 4u * j4 + e] = sp.hi[e];
+                xa_lo[i * BK + 4u * j4 + e] = sp.lo[e];
             }
         }
         // Stage weights: BN rows x BK; rows past the end repeat the last (not written).
@@ -90,12 +94,10 @@ fn main(
             let i = v / (BK / 4u);
             let j4 = v % (BK / 4u);
             let rb = (p.w_row0 + min(r0 + i, p.rows - 1u)) * p.row_bytes;
-            let wv = dq4(rb, k0 / 4u + j4) * WS;
-            let h = hi4(wv);
-            let l = lo4(wv, h);
+            let sp = split(dq4(rb, k0 / 4u + j4) * WS);
             for (var e = 0u; e < 4u; e++) {
-                wb_hi[i * BK + 4u * j4 + e] = h[e];
-                wb_lo[i * BK + 4u * j4 + e] = l[e];
+                wb_hi[i * BK + 4u * j4 + e] = sp.hi[e];
+                wb_lo[i * BK + 4u * j4 + e] = sp.lo[e];
             }
         }
         workgroupBarrier();

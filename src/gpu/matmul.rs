@@ -140,7 +140,7 @@ const COOP_MIN_TOKENS: usize = MAX_T + 1;
 /// Subgroups of 32 along the rows of a tensor-core tile (the tile is 64 tokens x 32·SGN
 /// rows). `RULLAMA_COOP_SGN` overrides it for measurements.
 fn coop_sgn() -> usize {
-    std::env::var("RULLAMA_COOP_SGN").ok().and_then(|v| v.parse().ok()).filter(|v| [1, 2, 4].contains(v)).unwrap_or(2)
+    std::env::var("RULLAMA_COOP_SGN").ok().and_then(|v| v.parse().ok()).filter(|v| [1, 2, 4].contains(v)).unwrap_or(4)
 }
 /// Tokens per tensor-core tile, and columns per step (matmul_coop.wgsl's BM and BK).
 const COOP_BM: usize = 64;
