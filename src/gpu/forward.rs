@@ -567,6 +567,13 @@ impl GpuModel {
         // The first layer's input norm; each layer's last step makes the next one's.
         let first = &self.layers.first().ok_or_else(|| Error::Gguf("the model has no layers".into()))?.attn_norm;
         norm::rms_norm_to(&self.k, &mut b, &cache.s.x, 0, &cache.s.y, 0, n, c.hidden, Some(first), c.eps, false)?;
+        // With `cancel`, one layer group runs on the GPU while the next is recorded: the
+        // host waits for group i - 1 after submitting group i, so the GPU never idles on
+        // recording and a cancel takes effect within two groups. (Waiting for each group
+        // right after submitting it left the GPU idle while the next was recorded.) Two
+        // groups in flight at most is also what the session's two alternating parameter
+        // buffers allow.
+        let mut in_flight = None;
         for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
             for l in chunk {
                 self.layer(&mut b, l.index, cache, n, pos0)?;
@@ -574,9 +581,10 @@ impl GpuModel {
             if let Some(cancel) = cancel
                 && (li + 1) * LAYERS_PER_SUBMIT < c.n_layers
             {
-                std::mem::replace(&mut b, self.batch(cache)).submit()?;
-                // Let the GPU catch up so a cancel takes effect between layer groups.
-                self.k.gpu.wait()?;
+                let index = std::mem::replace(&mut b, self.batch(cache)).submit_indexed()?;
+                if let Some(previous) = in_flight.replace(index) {
+                    self.k.gpu.wait_for(previous)?;
+                }
                 if cancel.load(Ordering::Relaxed) {
                     return Err(Error::Cancelled);
                 }

@@ -286,11 +286,11 @@ fn plain_matmul(
     })
 }
 
-/// Elements per chunk of the matvec kernel for `ty` (the `CH` of its chunk dot product).
+/// Elements per chunk of the matvec kernel for `ty` (the `CH` of its chunk dot product):
+/// 8 for the types with their own (so a row's invocations read contiguously), else 4.
 fn matvec_chunk(ty: GgmlType) -> usize {
     match ty {
-        GgmlType::Q8_0 | GgmlType::Q5_0 => 32,
-        GgmlType::Q4_K | GgmlType::Q6_K => 64,
+        GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q4_K | GgmlType::Q6_K => 8,
         _ => 4,
     }
 }
