@@ -425,6 +425,27 @@ fn matvec_tall_matrices_match_cpu() {
     }
 }
 
+/// Long rows (the FFN's down projection): the matvec gives a row more invocations (64 to a
+/// whole workgroup, see matmul::matvec_tpr); every type, at column counts that select
+/// each width, with a partial last workgroup of rows.
+#[test]
+fn matvec_long_rows_match_cpu() {
+    let mut rng = ChaCha8Rng::seed_from_u64(19);
+    let k = kernels();
+    for &ty in TYPES {
+        for cols in [3072, 6144, 12288] {
+            let rows = 7;
+            let data = random_matrix(&mut rng, ty, cols, rows);
+            let x = rand_vec(&mut rng, cols);
+            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+            let got = gpu_matmul(&k, &w, &x, 1, 0, 1);
+            let want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+            let e = max_rel(&got, &want);
+            assert!(e < TOL, "{ty} {rows}x{cols}: rel err {e}");
+        }
+    }
+}
+
 /// Prefill sizes: every type, token and row counts that leave partial token tiles and row
 /// groups, x rows wider than the matrix; on the f32 kernel and, where the device has tensor
 /// cores, on matmul_coop.wgsl (its hi/lo f16 split keeps it within the same tolerance).

@@ -35,12 +35,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let ab = p.a_off + row * p.n;
     let xb = p.x_off + row * p.n;
+    let pre = (p.flags & PRE_NORM) != 0u;
+    // Every input is read up front, so the kernel waits on memory once rather than once
+    // per phase (it is latency-bound: one row per workgroup in decode).
     var v: array<f32, KEEP>;
+    var xs: array<f32, KEEP>;
+    var wa: array<f32, KEEP>;
+    var wb: array<f32, KEEP>;
+    var sc = 1.0;
+    if ((p.flags & SCALE) != 0u) {
+        sc = scale[0];
+    }
     var ss = 0.0;
     for (var j = 0u; j < KEEP; j++) {
         let i = lid + j * WG;
         if (i < p.n) {
             v[j] = a[ab + i];
+            xs[j] = x[xb + i];
+            wa[j] = w_post[i];
+            if (pre) {
+                wb[j] = w_pre[i];
+            }
             ss += v[j] * v[j];
         }
     }
@@ -50,17 +65,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let i = lid + j * WG;
         if (i < p.n) {
             var t = v[j] * r;
-            t *= w_post[i];
-            var xv = x[xb + i] + t;
+            t *= wa[j];
+            var xv = xs[j] + t;
             if ((p.flags & SCALE) != 0u) {
-                xv *= scale[0];
+                xv *= sc;
             }
             x[xb + i] = xv;
             v[j] = xv;
             ss += xv * xv;
         }
     }
-    if ((p.flags & PRE_NORM) == 0u) {
+    if (!pre) {
         return;
     }
     let r2 = inverseSqrt(wg_sum(ss, lid) / f32(p.n) + p.eps);
@@ -68,7 +83,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let i = lid + j * WG;
         if (i < p.n) {
             var t = v[j] * r2;
-            t *= w_pre[i];
+            t *= wb[j];
             y[p.y_off + row * p.n + i] = t;
         }
     }

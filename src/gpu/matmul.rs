@@ -78,12 +78,19 @@ enum Epilogue<'a> {
 /// Threads per workgroup of matvec.wgsl.
 const MATVEC_WG: usize = 256;
 
-/// Invocations per row of matvec.wgsl. 32 whatever the row length: on an H100 this beat
-/// matching it to the chunk count (fewer idle invocations, but fewer rows in flight):
-/// 270M / E2B decode 438 / 135 → 453 / 137 tok/s, and 8 gave 385 / 104. Sharing x chunks
-/// between rows (several rows per invocation, x held in registers) measured slower end to
-/// end (E2B 89-103 tok/s), though faster for the LM heads alone.
-const MATVEC_TPR: usize = 32;
+/// Invocations per row of matvec.wgsl: enough that each strides over about MATVEC_STEPS
+/// chunks, from 32 (a subgroup on an H100) up to the whole workgroup. Long rows (the
+/// FFN's down projection, 6144-12288 columns) otherwise leave few workgroups, each
+/// walking its rows serially. History on the H100: with 64-element chunks 32 per row
+/// beat matching the chunk count (270M / E2B decode 453 / 137 tok/s against 438 / 135;
+/// 8 per row gave 385 / 104); sharing x chunks between rows (several rows per invocation,
+/// x in registers) measured slower end to end (E2B 89-103 tok/s).
+fn matvec_tpr(chunks: usize) -> usize {
+    (chunks / MATVEC_STEPS).next_power_of_two().clamp(32, MATVEC_WG)
+}
+
+/// Chunks each invocation of a row aims to take (see `matvec_tpr`).
+const MATVEC_STEPS: usize = 6;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -371,7 +378,7 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 #[allow(clippy::too_many_arguments)]
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
     let chunks = w.cols / matvec_chunk(w.ty);
-    let tpr = MATVEC_TPR;
+    let tpr = matvec_tpr(chunks);
     let name = format!("matvec/{}/tpr{tpr}", w.ty);
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {

@@ -98,6 +98,7 @@ impl GpuModel {
         let gpu = &self.k.gpu;
         let s = &cache.s;
         let out = (slot + 1) % RING;
+        let t0 = std::time::Instant::now();
         let mut b = self.record_layers(self.batch(cache), &s.ring, slot, 1, cache, pos, None)?;
         if o.repeat_penalty != 1.0 {
             // The penalty sees the token this step feeds: append it to the history ring.
@@ -112,7 +113,11 @@ impl GpuModel {
             mapped_at_creation: false,
         });
         b.copy(&s.ring, (out * 4) as u64, &staging, 0, 4);
+        let recorded = t0.elapsed();
         let index = b.submit_indexed()?;
+        if super::profile() {
+            eprintln!("profile: decode step: record {recorded:?}, submit {:?}", t0.elapsed() - recorded);
+        }
         let (tx, mapped) = mpsc::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
