@@ -127,7 +127,7 @@ pub fn attention_split(
         groups_x: 0,
     };
     let access = [Access::Read, Access::ReadWrite];
-    launch(k, b, "attention_merge", &[shaders::ATTENTION_MERGE], &access, &[&part, out], rows, |groups_x| MergeParams {
+    launch(k, b, "attention_merge", &[shaders::ATTENTION_MERGE, shaders::REDUCE], &access, &[&part, out], rows, |groups_x| MergeParams {
         groups_x,
         ..mp
     })
