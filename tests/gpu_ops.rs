@@ -10,6 +10,7 @@ use std::sync::Arc;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rullama::cpu::ops;
+use half::f16;
 use rullama::gpu::{Batch, Gpu, Kernels, kernel};
 
 fn kernels() -> Kernels {
@@ -217,22 +218,74 @@ fn attention_matches_cpu() {
         let kc = rand_vec(&mut rng, positions * kv_heads * hd);
         let vc = rand_vec(&mut rng, positions * kv_heads * vhd);
         let shape = ops::AttnShape { n_tokens, n_heads, head_dim: hd, kv_heads, v_head_dim: vhd, pos0, window, scale };
-        let want = ops::attention(&q[q_off..], &kc, &vc, &shape);
-        let (qb, kb, vb) = (up(&k, &q), up(&k, &kc), up(&k, &vc));
-        for split in [false, true] {
-            let sentinel = vec![7.0f32; out_off + want.len() + 1];
-            let ob = up(&k, &sentinel);
-            let mut b = batch(&k);
-            let f = if split { ga::attention_split } else { ga::attention };
-            f(&k, &mut b, &qb, q_off, n_tokens, n_heads, hd, &kb, &vb, kv_heads, vhd, pos0, window, scale, &ob, out_off).unwrap();
-            b.submit().unwrap();
-            let got = kernel::read_f32(&k.gpu, &ob, 0, sentinel.len()).unwrap();
-            assert_eq!(&got[..out_off], &sentinel[..out_off]);
-            assert_eq!(got[out_off + want.len()], 7.0, "nothing written past the output");
-            let e = max_rel(&got[out_off..out_off + want.len()], &want);
-            assert!(e < 1e-5, "split {split} tokens {n_tokens} heads {n_heads}:{kv_heads} hd {hd}/{vhd} pos0 {pos0} window {window}: rel err {e}");
+        let qb = up(&k, &q);
+        // f32 caches, and f16 caches (two halves per u32) against the CPU on the same
+        // f16-rounded values: the kernels widen them exactly, so the tolerance is the same.
+        for half_kv in [false, true] {
+            let round = |v: &[f32]| -> Vec<f32> { v.iter().map(|&e| if half_kv { f16::from_f32(e).to_f32() } else { e }).collect() };
+            let (kr, vr) = (round(&kc), round(&vc));
+            let want = ops::attention(&q[q_off..], &kr, &vr, &shape);
+            let (kb, vb) = if half_kv { (up_f16(&k, &kr), up_f16(&k, &vr)) } else { (up(&k, &kr), up(&k, &vr)) };
+            let caches = ga::KvCaches { k: &kb, v: &vb, f16: half_kv };
+            for split in [false, true] {
+                let sentinel = vec![7.0f32; out_off + want.len() + 1];
+                let ob = up(&k, &sentinel);
+                let mut b = batch(&k);
+                let f = if split { ga::attention_split } else { ga::attention };
+                f(&k, &mut b, &qb, q_off, n_tokens, n_heads, hd, caches, kv_heads, vhd, pos0, window, scale, &ob, out_off).unwrap();
+                b.submit().unwrap();
+                let got = kernel::read_f32(&k.gpu, &ob, 0, sentinel.len()).unwrap();
+                assert_eq!(&got[..out_off], &sentinel[..out_off]);
+                assert_eq!(got[out_off + want.len()], 7.0, "nothing written past the output");
+                let e = max_rel(&got[out_off..out_off + want.len()], &want);
+                assert!(e < 1e-5, "f16 {half_kv} split {split} tokens {n_tokens} heads {n_heads}:{kv_heads} hd {hd}/{vhd} pos0 {pos0} window {window}: rel err {e}");
+            }
         }
     }
+}
+
+/// f16 values packed two per u32 (element 2j low), the f16 cache layout.
+fn up_f16(k: &Kernels, v: &[f32]) -> wgpu::Buffer {
+    let mut h: Vec<f16> = v.iter().map(|&e| f16::from_f32(e)).collect();
+    h.resize(h.len().next_multiple_of(2), f16::ZERO);
+    kernel::upload(&k.gpu, "f16", bytemuck::cast_slice(&h))
+}
+
+/// kv_store rounds to nearest f16 exactly as `half` does (pack2x16float), including
+/// values between f16 steps, subnormals and the largest finite values (beyond f16's range
+/// pack2x16float is undefined: K and V are normed activations), writes only its span of
+/// the caches (K and V of different lengths), and refuses odd offsets.
+#[test]
+fn kv_store_rounds_like_the_cpu() {
+    use rullama::gpu::attention as ga;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let (k_len, v_len, k_off, v_off) = (1030, 514, 6, 2);
+    let mut ks = rand_vec(&mut rng, k_len);
+    ks[..6].copy_from_slice(&[1.0 + 1.0 / 4096.0, 3e-6, -7e-8, 65500.0, -1.0 - 3.0 / 4096.0, 0.0]);
+    let vs: Vec<f32> = rand_vec(&mut rng, v_len).iter().map(|v| v * 1e3).collect();
+    let sentinel = 0x7E7E_7E7Eu32;
+    let kc = kernel::upload(&k.gpu, "k", bytemuck::cast_slice(&vec![sentinel; (k_off + k_len) / 2 + 3]));
+    let vc = kernel::upload(&k.gpu, "v", bytemuck::cast_slice(&vec![sentinel; (v_off + v_len) / 2 + 3]));
+    let mut b = batch(&k);
+    let caches = ga::KvCaches { k: &kc, v: &vc, f16: true };
+    ga::kv_store(&k, &mut b, &up(&k, &ks), &up(&k, &vs), caches, k_off, k_len, v_off, v_len).unwrap();
+    b.submit().unwrap();
+    for (buf, src, off) in [(&kc, &ks, k_off), (&vc, &vs, v_off)] {
+        let words = (buf.size() / 4) as usize;
+        let got: Vec<u32> = bytemuck::cast_slice(&kernel::read_back(&k.gpu, buf, 0, (words * 4) as u64).unwrap()).to_vec();
+        let halves: Vec<u16> = got.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).collect();
+        for (i, &h) in halves.iter().enumerate() {
+            if i >= off && i < off + src.len() {
+                let want = f16::from_f32(src[i - off]).to_bits();
+                assert_eq!(h, want, "element {i}: {} -> {h:#06x}, want {want:#06x}", src[i - off]);
+            } else {
+                assert_eq!(h, 0x7E7E, "element {i} outside the span was written");
+            }
+        }
+    }
+    let mut b = batch(&k);
+    assert!(ga::kv_store(&k, &mut b, &up(&k, &ks), &up(&k, &vs), caches, 1, 4, 0, 4).is_err(), "odd offset");
 }
 
 /// Routing picks experts by comparing probabilities: ids must match exactly (random logits

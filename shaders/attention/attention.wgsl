@@ -42,11 +42,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             var d1 = vec4<f32>(0.0);
             var i = 0u;
             for (; i + 1u < hd4; i += 2u) {
-                d0 += q_s[i] * kc[kb + i];
-                d1 += q_s[i + 1u] * kc[kb + i + 1u];
+                d0 += q_s[i] * k4(kb + i);
+                d1 += q_s[i + 1u] * k4(kb + i + 1u);
             }
             if (i < hd4) {
-                d0 += q_s[i] * kc[kb + i];
+                d0 += q_s[i] * k4(kb + i);
             }
             let dv = d0 + d1;
             s = (dv.x + dv.y + dv.z + dv.w) * p.scale;
@@ -71,12 +71,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 var a1 = 0.0;
                 var j = 0u;
                 for (; j + 1u < count; j += 2u) {
-                    a0 += w_s[j] * vc[vb];
-                    a1 += w_s[j + 1u] * vc[vb + stride];
+                    a0 += w_s[j] * v1(vb);
+                    a1 += w_s[j + 1u] * v1(vb + stride);
                     vb += 2u * stride;
                 }
                 if (j < count) {
-                    a0 += w_s[j] * vc[vb];
+                    a0 += w_s[j] * v1(vb);
                 }
                 acc[i] = a0 + a1;
             }

@@ -1,5 +1,6 @@
 // What attention.wgsl and attention_decode.wgsl share: parameters, bindings, the key range
-// of a workgroup's query, and writing its result. The including kernel defines WG, PER
+// of a workgroup's query, and writing its result. Composed with kv_f32.wgsl or
+// kv_f16.wgsl (the cache's element type). The including kernel defines WG, PER
 // (output dimensions per invocation, d = lid + i*WG) and its own workgroup arrays.
 //
 // splits == 1: out[out_off + (t*n_heads + h)*v_head_dim + d] = softmax-weighted sum of V.
@@ -27,9 +28,8 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-// K rows are read as vec4 (head_dim is a multiple of 4): wide, independent loads.
-@group(0) @binding(2) var<storage, read> kc: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> vc: array<f32>;
+// Bindings 2 and 3 (the K and V caches) and their readers k4 / v1 come from kv_f32.wgsl
+// or kv_f16.wgsl.
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
 // Workgroup g's query row th (token * n_heads + head), its KV head and its keys [k0, k1).

@@ -46,7 +46,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (key < k1) {
             let kb = (key * p.kv_heads + kvh) * hd4;
             for (var i = sl; i < hd4; i += S) {
-                d += dot(q_s[i], kc[kb + i]);
+                d += dot(q_s[i], k4(kb + i));
             }
         }
         part[lid] = d;
@@ -92,12 +92,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 var a1 = 0.0;
                 var u = 0u;
                 for (; u + 1u < count; u += 2u) {
-                    a0 += ew[u] * vc[vb];
-                    a1 += ew[u + 1u] * vc[vb + stride];
+                    a0 += ew[u] * v1(vb);
+                    a1 += ew[u + 1u] * v1(vb + stride);
                     vb += 2u * stride;
                 }
                 if (u < count) {
-                    a0 += ew[u] * vc[vb];
+                    a0 += ew[u] * v1(vb);
                 }
                 acc[i] = a0 + a1;
             }

@@ -68,6 +68,8 @@ pub struct CpuModel {
     rope_freqs: Option<Vec<f32>>,
     ple: Option<GlobalPle>,
     layers: Vec<LayerWeights>,
+    /// New caches round K and V to f16 (see `KvCache::f16_storage`).
+    kv_f16: bool,
 }
 
 /// K/V of the layers that store their own (normed and RoPE'd K; normed V), `[pos][kvh·hd]`.
@@ -75,9 +77,18 @@ pub struct KvCache {
     layers: Vec<Option<(Vec<f32>, Vec<f32>)>>,
     len: usize,
     capacity: usize,
+    /// Stored K and V are rounded to f16 (to nearest), as a GPU f16 cache holds them.
+    f16: bool,
 }
 
 impl KvCache {
+    /// This cache with K and V rounded to f16 as they are stored (the reference for the
+    /// GPU's f16 cache).
+    pub fn f16_storage(mut self) -> KvCache {
+        self.f16 = true;
+        self
+    }
+
     /// Number of positions held.
     pub fn len(&self) -> usize {
         self.len
@@ -181,7 +192,7 @@ impl CpuModel {
         for l in &cfg.layers {
             layers.push(Self::load_layer(f, &cfg, l)?);
         }
-        let m = CpuModel { cfg, token_embd, output, output_norm, rope_freqs, ple, layers, file: file.clone() };
+        let m = CpuModel { cfg, token_embd, output, output_norm, rope_freqs, ple, layers, file: file.clone(), kv_f16: false };
         m.check_shapes()?;
         Ok(m)
     }
@@ -282,7 +293,13 @@ impl CpuModel {
 
     pub fn new_cache(&self, capacity: usize) -> KvCache {
         let layers = self.cfg.layers.iter().map(|l| l.stores_kv().then(|| (Vec::new(), Vec::new()))).collect();
-        KvCache { layers, len: 0, capacity }
+        KvCache { layers, len: 0, capacity, f16: self.kv_f16 }
+    }
+
+    /// Caches made from now on round K and V to f16 as they are stored, like the GPU's f16
+    /// cache (`GpuModel::set_kv_f16`).
+    pub fn set_kv_f16(&mut self, on: bool) {
+        self.kv_f16 = on;
     }
 
     /// Run `tokens` at positions `cache.len()..`, appending their K/V to `cache`, and return
@@ -515,9 +532,14 @@ impl CpuModel {
             if c.v_norm {
                 ops::rms_norm(&mut v, vhd, None, c.eps);
             }
+            let f16 = cache.f16;
             let (ck, cv) = cache.layers[li].as_mut().expect("a layer with K weights stores KV");
-            ck.extend_from_slice(&k);
-            cv.extend_from_slice(&v);
+            for (dst, src) in [(ck, &k), (cv, &v)] {
+                match f16 {
+                    true => dst.extend(src.iter().map(|&e| half::f16::from_f32(e).to_f32())),
+                    false => dst.extend_from_slice(src),
+                }
+            }
         }
         let src = plan.kv_donor.unwrap_or(li);
         let (ck, cv) = cache.layers[src]

@@ -14,6 +14,63 @@ use super::kernel::{Access, Batch, Kernels};
 use super::{check_fits, launch, shaders, u32_of};
 use crate::{Error, Result};
 
+/// A layer's K and V caches (`[pos][kv_heads][head_dim]`, `[pos][kv_heads][v_head_dim]`),
+/// in f32 or in f16 packed two per u32 (shaders/attention/kv_f16.wgsl; `kv_store` writes it).
+#[derive(Clone, Copy)]
+pub struct KvCaches<'a> {
+    pub k: &'a wgpu::Buffer,
+    pub v: &'a wgpu::Buffer,
+    pub f16: bool,
+}
+
+impl KvCaches<'_> {
+    /// 4-byte words holding `elems` cache elements.
+    fn words(&self, elems: usize) -> usize {
+        if self.f16 { elems.div_ceil(2) } else { elems }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct StoreParams {
+    k_len: u32,
+    v_len: u32,
+    k_off: u32,
+    v_off: u32,
+    groups_x: u32,
+}
+
+/// Round `k_len` f32s of `k_src` and `v_len` of `v_src` (from element 0) to f16 into an
+/// f16 cache at elements `k_off` / `v_off` (`shaders/attention/kv_store.wgsl`). Lengths and
+/// offsets must be even. CPU twin: the f16 rounding of `cpu::forward::KvCache`.
+#[allow(clippy::too_many_arguments)]
+pub fn kv_store(
+    k: &Kernels,
+    b: &mut Batch,
+    k_src: &wgpu::Buffer,
+    v_src: &wgpu::Buffer,
+    caches: KvCaches,
+    k_off: usize,
+    k_len: usize,
+    v_off: usize,
+    v_len: usize,
+) -> Result<()> {
+    if !caches.f16 || [k_off, k_len, v_off, v_len].iter().any(|v| v % 2 != 0) {
+        return Err(Error::Input(format!("kv_store: an f16 cache and even offsets and lengths ({k_off}, {k_len}, {v_off}, {v_len})")));
+    }
+    check_fits("kv_store", &[(k_src, k_len), (v_src, v_len), (caches.k, (k_off + k_len) / 2), (caches.v, (v_off + v_len) / 2)])?;
+    let p = StoreParams {
+        k_len: u32_of(k_len, "kv_store k_len")?,
+        v_len: u32_of(v_len, "kv_store v_len")?,
+        k_off: u32_of(k_off, "kv_store k_off")?,
+        v_off: u32_of(v_off, "kv_store v_off")?,
+        groups_x: 0,
+    };
+    let access = [Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
+    let groups = (k_len.max(v_len) / 2).div_ceil(256);
+    launch(k, b, "kv_store", &[shaders::KV_STORE], &access, &[k_src, v_src, caches.k, caches.v], groups, |groups_x| StoreParams { groups_x, ..p })
+}
+
 /// Largest head_dim / v_head_dim the kernel holds (Gemma 4 global layers use 512).
 const MAX_HEAD_DIM: usize = 512;
 /// Workgroups `attention_split` aims for, enough to occupy every SM of a large GPU.
@@ -47,8 +104,8 @@ struct MergeParams {
     groups_x: u32,
 }
 
-/// Attention of `q` (`[n_tokens][n_heads][head_dim]` from element `q_off`) over caches `kc`
-/// (`[pos][kv_heads][head_dim]`) and `vc` (`[pos][kv_heads][v_head_dim]`) holding positions
+/// Attention of `q` (`[n_tokens][n_heads][head_dim]` from element `q_off`) over the caches
+/// `kv` (`[pos][kv_heads][head_dim]` and `[pos][kv_heads][v_head_dim]`) holding positions
 /// `0..pos0 + n_tokens`. Query `t` is at `pos = pos0 + t` and sees keys
 /// `max(0, pos + 1 - window)..=pos` (`window` 0: all of `..=pos`); head `h` reads KV head
 /// `h / (n_heads / kv_heads)`; logits are `q·k · scale`. Writes
@@ -62,8 +119,7 @@ pub fn attention(
     n_tokens: usize,
     n_heads: usize,
     head_dim: usize,
-    kc: &wgpu::Buffer,
-    vc: &wgpu::Buffer,
+    kv: KvCaches,
     kv_heads: usize,
     v_head_dim: usize,
     pos0: usize,
@@ -72,10 +128,10 @@ pub fn attention(
     out: &wgpu::Buffer,
     out_off: usize,
 ) -> Result<()> {
-    let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kc, vc, kv_heads, v_head_dim, pos0, window, scale)?;
+    let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kv, kv_heads, v_head_dim, pos0, window, scale)?;
     check_fits("attention out", &[(out, out_off + n_tokens * n_heads * v_head_dim)])?;
     p.out_off = u32_of(out_off, "attention out_off")?;
-    run(k, b, p, q, kc, vc, out, n_tokens * n_heads)
+    run(k, b, p, q, kv, out, n_tokens * n_heads)
 }
 
 /// `attention` with each query's keys split over several workgroups whose partial softmax
@@ -90,8 +146,7 @@ pub fn attention_split(
     n_tokens: usize,
     n_heads: usize,
     head_dim: usize,
-    kc: &wgpu::Buffer,
-    vc: &wgpu::Buffer,
+    kv: KvCaches,
     kv_heads: usize,
     v_head_dim: usize,
     pos0: usize,
@@ -108,17 +163,17 @@ pub fn attention_split(
     let (splits, chunk) = split_plan(rows, keys, if n_tokens == 1 { DECODE_TILE } else { CHUNK_ALIGN });
     if splits <= 1 {
         return attention(
-            k, b, q, q_off, n_tokens, n_heads, head_dim, kc, vc, kv_heads, v_head_dim, pos0, window, scale, out, out_off,
+            k, b, q, q_off, n_tokens, n_heads, head_dim, kv, kv_heads, v_head_dim, pos0, window, scale, out, out_off,
         );
     }
-    let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kc, vc, kv_heads, v_head_dim, pos0, window, scale)?;
+    let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kv, kv_heads, v_head_dim, pos0, window, scale)?;
     check_fits("attention_split out", &[(out, out_off + rows * v_head_dim)])?;
     let part_len = rows * splits * (v_head_dim + 2);
     u32_of(part_len, "attention_split partials")?;
     let part = k.scratch("attention_split/partials", part_len as u64 * 4);
     p.splits = splits as u32;
     p.chunk = chunk as u32;
-    run(k, b, p, q, kc, vc, &part, rows * splits)?;
+    run(k, b, p, q, kv, &part, rows * splits)?;
     let mp = MergeParams {
         rows: rows as u32,
         splits: splits as u32,
@@ -159,8 +214,7 @@ fn params(
     n_tokens: usize,
     n_heads: usize,
     head_dim: usize,
-    kc: &wgpu::Buffer,
-    vc: &wgpu::Buffer,
+    kv: KvCaches,
     kv_heads: usize,
     v_head_dim: usize,
     pos0: usize,
@@ -179,7 +233,11 @@ fn params(
     let positions = pos0 + n_tokens;
     check_fits(
         "attention",
-        &[(q, q_off + n_tokens * n_heads * head_dim), (kc, positions * kv_heads * head_dim), (vc, positions * kv_heads * v_head_dim)],
+        &[
+            (q, q_off + n_tokens * n_heads * head_dim),
+            (kv.k, kv.words(positions * kv_heads * head_dim)),
+            (kv.v, kv.words(positions * kv_heads * v_head_dim)),
+        ],
     )?;
     u32_of(positions * kv_heads * head_dim.max(v_head_dim), "attention cache size")?;
     Ok(Params {
@@ -199,24 +257,16 @@ fn params(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run(
-    k: &Kernels,
-    b: &mut Batch,
-    p: Params,
-    q: &wgpu::Buffer,
-    kc: &wgpu::Buffer,
-    vc: &wgpu::Buffer,
-    out: &wgpu::Buffer,
-    groups: usize,
-) -> Result<()> {
+fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, groups: usize) -> Result<()> {
     let access = [Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+    let (cache, ty) = if kv.f16 { (shaders::KV_F16, "f16") } else { (shaders::KV_F32, "f32") };
+    let buffers = [q, kv.k, kv.v, out];
     if p.n_tokens == 1 {
-        let code = [shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON];
-        return launch(k, b, "attention_decode", &code, &access, &[q, kc, vc, out], groups, |groups_x| Params { groups_x, ..p });
+        let code = [shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache];
+        return launch(k, b, &format!("attention_decode/{ty}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
     }
-    let code = [shaders::ATTENTION, shaders::ATTENTION_COMMON, shaders::REDUCE];
-    launch(k, b, "attention", &code, &access, &[q, kc, vc, out], groups, |groups_x| Params { groups_x, ..p })
+    let code = [shaders::ATTENTION, shaders::ATTENTION_COMMON, cache, shaders::REDUCE];
+    launch(k, b, &format!("attention/{ty}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p })
 }
 
 #[cfg(test)]

@@ -129,6 +129,8 @@ pub struct GpuModel {
     layers: Vec<Layer>,
     /// Bytes of weights on the GPU.
     pub weight_bytes: u64,
+    /// New caches hold K and V in f16 (half the memory; see `set_kv_f16`).
+    kv_f16: bool,
 }
 
 /// Activation buffers for up to MAX_BATCH tokens.
@@ -154,6 +156,9 @@ struct Scratch {
     cand_vals: wgpu::Buffer,
     moe: Option<MoeScratch>,
     ple: Option<PleScratch>,
+    /// With an f16 cache: the step's K and V rows in f32, where the projections and norms
+    /// write them before `kv_store` rounds them into the cache.
+    kv_new: Option<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
 struct MoeScratch {
@@ -179,6 +184,8 @@ pub struct GpuCache {
     reuse: Arc<std::sync::Mutex<kernel::Reuse>>,
     k: Vec<Option<wgpu::Buffer>>,
     v: Vec<Option<wgpu::Buffer>>,
+    /// K and V are stored in f16, two per u32 (attention::KvCaches).
+    kv_f16: bool,
     len: usize,
     capacity: usize,
     s: Scratch,
@@ -199,20 +206,33 @@ impl GpuCache {
         self.len = self.len.min(n);
     }
 
-    /// Copy the cache back to the host (for a snapshot).
+    /// Copy the cache back to the host (for a snapshot; f16 caches are widened to f32, so a
+    /// snapshot loads into a cache of either type).
     pub fn export(&self, k: &Kernels) -> Result<crate::runtime::snapshot::KvState> {
         let mut layers = Vec::with_capacity(self.k.len());
         for (kb, vb) in self.k.iter().zip(&self.v) {
             layers.push(match (kb, vb) {
-                (Some(kb), Some(vb)) => {
-                    let per_k = (kb.size() / 4) as usize / self.capacity.max(1);
-                    let per_v = (vb.size() / 4) as usize / self.capacity.max(1);
-                    Some((kernel::read_f32(&k.gpu, kb, 0, self.len * per_k)?, kernel::read_f32(&k.gpu, vb, 0, self.len * per_v)?))
-                }
+                (Some(kb), Some(vb)) => Some((self.read(k, kb)?, self.read(k, vb)?)),
                 _ => None,
             });
         }
         Ok(crate::runtime::snapshot::KvState { len: self.len, layers })
+    }
+
+    /// The first `len` positions of one cache buffer, as f32.
+    fn read(&self, k: &Kernels, buf: &wgpu::Buffer) -> Result<Vec<f32>> {
+        let per_pos = self.elems(buf) / self.capacity.max(1);
+        let n = self.len * per_pos;
+        if !self.kv_f16 {
+            return kernel::read_f32(&k.gpu, buf, 0, n);
+        }
+        let bytes = kernel::read_back(&k.gpu, buf, 0, (n.div_ceil(2) * 4) as u64)?;
+        Ok(bytes.chunks_exact(2).take(n).map(|h| half::f16::from_le_bytes([h[0], h[1]]).to_f32()).collect())
+    }
+
+    /// Elements a cache buffer holds.
+    fn elems(&self, buf: &wgpu::Buffer) -> usize {
+        (buf.size() / if self.kv_f16 { 2 } else { 4 }) as usize
     }
 
     /// Load a snapshot's K/V (layout already checked against the model).
@@ -222,8 +242,15 @@ impl GpuCache {
         }
         for ((kb, vb), l) in self.k.iter().zip(&self.v).zip(&s.layers) {
             if let (Some(kb), Some(vb), Some((kd, vd))) = (kb, vb, l) {
-                k.gpu.queue.write_buffer(kb, 0, bytemuck::cast_slice(kd));
-                k.gpu.queue.write_buffer(vb, 0, bytemuck::cast_slice(vd));
+                for (buf, data) in [(kb, kd), (vb, vd)] {
+                    if self.kv_f16 {
+                        let mut h: Vec<half::f16> = data.iter().map(|&v| half::f16::from_f32(v)).collect();
+                        h.resize(h.len().next_multiple_of(2), half::f16::ZERO);
+                        k.gpu.queue.write_buffer(buf, 0, bytemuck::cast_slice(&h));
+                    } else {
+                        k.gpu.queue.write_buffer(buf, 0, bytemuck::cast_slice(data));
+                    }
+                }
             }
         }
         self.len = s.len;
@@ -439,12 +466,30 @@ impl GpuModel {
         }
         let weight_bytes = l.bytes;
         k.gpu.wait()?;
-        Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes })
+        Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false })
     }
 
     /// Bytes a cache of `capacity` tokens plus the activation buffers take.
     pub fn cache_bytes(&self, capacity: usize) -> u64 {
-        self.cfg.kv_cache_bytes(capacity, capacity, 4) + scratch_floats(&self.cfg) as u64 * 4
+        let elem = if self.kv_f16 { 2 } else { 4 };
+        let (kn, vn) = self.kv_new_sizes();
+        self.cfg.kv_cache_bytes(capacity, capacity, elem) + (scratch_floats(&self.cfg) + kn + vn) as u64 * 4
+    }
+
+    /// Store the K/V of caches made from now on in f16 (`true`) or f32. f16 halves the
+    /// cache; attention then reads K and V rounded to f16 (the CPU reference's
+    /// `KvCache::f16_storage` rounds the same way).
+    pub fn set_kv_f16(&mut self, on: bool) {
+        self.kv_f16 = on;
+    }
+
+    /// f32 staging for one batch's K and V rows (f16 caches only): floats for K, for V.
+    fn kv_new_sizes(&self) -> (usize, usize) {
+        if !self.kv_f16 {
+            return (0, 0);
+        }
+        let widest = |f: fn(&crate::model::LayerPlan) -> usize| self.cfg.layers.iter().map(f).max().unwrap_or(0);
+        (MAX_BATCH * widest(|l| l.n_kv_heads * l.head_dim), MAX_BATCH * widest(|l| l.n_kv_heads * l.v_head_dim))
     }
 
 
@@ -455,11 +500,20 @@ impl GpuModel {
         let (qmax, fmax) = widest(c);
         let mut kc = Vec::new();
         let mut vc = Vec::new();
+        // An f16 cache packs two elements per u32 (each row has an even length).
+        let cache_buf = |label: &str, elems: usize| match self.kv_f16 {
+            true => kernel::storage(&k.gpu, label, (elems.div_ceil(2) * 4) as u64),
+            false => f32_buf(k, label, elems),
+        };
         for l in &c.layers {
             let own = l.stores_kv();
-            kc.push(own.then(|| f32_buf(k, "k_cache", capacity * l.n_kv_heads * l.head_dim)));
-            vc.push(own.then(|| f32_buf(k, "v_cache", capacity * l.n_kv_heads * l.v_head_dim)));
+            kc.push(own.then(|| cache_buf("k_cache", capacity * l.n_kv_heads * l.head_dim)));
+            vc.push(own.then(|| cache_buf("v_cache", capacity * l.n_kv_heads * l.v_head_dim)));
         }
+        let kv_new = self.kv_f16.then(|| {
+            let (kn, vn) = self.kv_new_sizes();
+            (f32_buf(k, "k_new", kn), f32_buf(k, "v_new", vn))
+        });
         let moe = c.moe.as_ref().map(|m| {
             let slots = b * m.n_used;
             MoeScratch {
@@ -497,9 +551,10 @@ impl GpuModel {
             cand_vals: f32_buf(k, "cand_vals", sample::MAX_CANDIDATES),
             moe,
             ple,
+            kv_new,
         };
         let reuse = Arc::new(std::sync::Mutex::new(kernel::Reuse::new(&k.gpu, Self::max_dispatches(c.n_layers))));
-        GpuCache { reuse, k: kc, v: vc, len: 0, capacity, s }
+        GpuCache { reuse, k: kc, v: vc, kv_f16: self.kv_f16, len: 0, capacity, s }
     }
 
     fn check(&self, tokens: &[u32], cache: &GpuCache) -> Result<()> {
@@ -630,7 +685,12 @@ impl GpuModel {
             matmul::matmul(k, b, &qkv.m, &s.y, 0, n, &s.q, 0)?;
         } else {
             let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
-            let (ko, vo) = (pos0 * kvh * hd, pos0 * kvh * vhd);
+            // This batch's K and V go straight into an f32 cache, or into f32 staging rows
+            // that kv_store rounds into an f16 cache once normed.
+            let ((kc, ko), (vc, vo)) = match &s.kv_new {
+                Some((kn, vn)) => ((kn, 0), (vn, 0)),
+                None => ((kc, pos0 * kvh * hd), (vc, pos0 * kvh * vhd)),
+            };
             match (&qkv.k, n) {
                 // Stacked, one token: q, k (and v) in one dispatch.
                 (None, 1) => matmul::matvec_routed(k, b, &qkv.m, &s.y, 0, [(&s.q, 0, qr), (kc, ko, kr), (vc, vo, vr)])?,
@@ -661,6 +721,11 @@ impl GpuModel {
         }
         // q/k norms, RoPE on q and k, the v norm: one dispatch.
         rope::head_norm_rope(k, b, qg, kg, vg, n, pos0, c.eps, rope.base, factors, 1.0 / rope.linear_scale)?;
+        if let (true, Some((kn, vn))) = (plan.stores_kv(), &s.kv_new) {
+            let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
+            let caches = attention::KvCaches { k: kc, v: vc, f16: true };
+            attention::kv_store(k, b, kn, vn, caches, pos0 * kvh * hd, n * kvh * hd, pos0 * kvh * vhd, n * kvh * vhd)?;
+        }
         let src = plan.kv_donor.unwrap_or(li);
         let (kc, vc) = match (&cache.k[src], &cache.v[src]) {
             (Some(kc), Some(vc)) => (kc, vc),
@@ -670,7 +735,8 @@ impl GpuModel {
             AttnKind::Sliding => c.sliding_window,
             AttnKind::Global => 0,
         };
-        attention::attention_split(k, b, &s.q, 0, n, nh, hd, kc, vc, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
+        let caches = attention::KvCaches { k: kc, v: vc, f16: cache.kv_f16 };
+        attention::attention_split(k, b, &s.q, 0, n, nh, hd, caches, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
         matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
         // x += RMS(a; post_attention_norm); y = RMS(x; ffn_norm)
         norm::residual_norm(k, b, (&s.a, 0), (&s.x, 0), n, d, &w.post_attn_norm, None, Some((&s.y, 0, &w.ffn_norm)), c.eps)?;

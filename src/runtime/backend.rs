@@ -22,6 +22,18 @@ pub enum Backend {
     Gpu,
 }
 
+/// How a KV cache stores K and V.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[derive(clap::ValueEnum)]
+pub enum KvCacheType {
+    /// f32: exact.
+    #[default]
+    F32,
+    /// f16: half the memory (on the GPU); K and V rounded to f16.
+    F16,
+}
+
 pub enum LoadedModel {
     Cpu(CpuModel),
     Gpu(GpuModel),
@@ -58,6 +70,15 @@ impl LoadedModel {
         match self {
             LoadedModel::Cpu(m) => m.file.bytes().len() as u64,
             LoadedModel::Gpu(m) => m.weight_bytes,
+        }
+    }
+
+    /// Caches made from now on store K and V as `ty`.
+    pub fn set_kv_cache_type(&mut self, ty: KvCacheType) {
+        let f16 = ty == KvCacheType::F16;
+        match self {
+            LoadedModel::Cpu(m) => m.set_kv_f16(f16),
+            LoadedModel::Gpu(m) => m.set_kv_f16(f16),
         }
     }
 

@@ -14,7 +14,7 @@ use rullama::store::{Catalog, ResolvedModel, StoreOptions, imported};
 use rullama::tokenizer::Tokenizer;
 use rullama::{Error, Result};
 
-pub use rullama::runtime::backend::Backend;
+pub use rullama::runtime::backend::{Backend, KvCacheType};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -50,6 +50,9 @@ pub struct RunArgs {
     pub raw: bool,
     #[arg(long, default_value = "cpu")]
     pub backend: Backend,
+    /// How the KV cache stores K and V (f16: half the GPU memory).
+    #[arg(long, value_enum, default_value = "f32")]
+    pub kv_cache: KvCacheType,
     /// Print timing to stderr at the end.
     #[arg(long)]
     pub verbose: bool,
@@ -261,7 +264,8 @@ pub fn run(store: &StoreOptions, a: &RunArgs) -> Result<()> {
     }
     let (r, f) = open(store, &a.model)?;
     let tok = Tokenizer::from_gguf(&f)?;
-    let m = a.backend.load(f.clone(), &mut |_| {})?;
+    let mut m = a.backend.load(f.clone(), &mut |_| {})?;
+    m.set_kv_cache_type(a.kv_cache);
     let cfg = m.config();
     let prompt = if a.raw || !is_chat_model(&f) {
         if !a.raw {
@@ -323,6 +327,9 @@ pub struct BenchArgs {
     pub gen_tokens: usize,
     #[arg(long, default_value = "gpu")]
     pub backend: Backend,
+    /// How the KV cache stores K and V (f16: half the GPU memory).
+    #[arg(long, value_enum, default_value = "f32")]
+    pub kv_cache: KvCacheType,
     /// Repetitions; the best run is reported.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
@@ -349,7 +356,8 @@ struct BenchReport {
 pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
     let (r, f) = open(store, &a.model)?;
     let t0 = std::time::Instant::now();
-    let m = a.backend.load(f, &mut |_| {})?;
+    let mut m = a.backend.load(f, &mut |_| {})?;
+    m.set_kv_cache_type(a.kv_cache);
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = m.config().clone();
     // Ordinary-token ids spread over the vocabulary (no control tokens).
