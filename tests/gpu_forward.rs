@@ -203,13 +203,17 @@ fn pipelined_decode_matches_cpu_and_keeps_only_accepted_tokens() {
 }
 
 /// An f16 KV cache (`GpuModel::set_kv_f16`) against the CPU reference storing K and V
-/// rounded to f16 the same way (`KvCache::f16_storage`): same criteria as the f32 cache.
-/// The two sides' K and V differ by summation order (~1e-6 relative) before rounding, so a
-/// value near a rounding boundary can land on neighbouring halves (1e-3 apart): measured
-/// 1.4e-4 (g4_dense) and 3.6e-4 (g3_tiny) × std, against 1.2e-5 with f32 caches, inside
-/// the 1e-3 × std criterion with argmax equal everywhere. Decode token by token agrees with
-/// the prefill; a snapshot of the f16 cache continues on the CPU's f16 cache. On a model
-/// with sliding and global layers and KV sharing, and on Gemma 3.
+/// rounded to f16 the same way (`KvCache::f16_storage`). The two sides' K and V differ by
+/// summation order before rounding (more so where prefill runs on tensor cores), so values
+/// near a rounding boundary land on neighbouring halves: an error of at most one f16 step
+/// where the f16 cache itself costs half a step. The bound is therefore calibrated on the
+/// model: max |GPU f16 − CPU f16| ≤ 2 × max |CPU f16 − CPU f32| + 1e-3 × std (the f32
+/// criterion). Measured: lavapipe 1.4e-4 / 3.6e-4 × std (g4_dense / g3_tiny), the H100
+/// 2.4e-3 × std on g4_dense; the f16 cache's own effect is 5.2e-3 / 2.1e-3 × std. Any
+/// indexing or packing mistake errs by O(std). Decode token by token agrees with the
+/// prefill within the same bound, and so does a snapshot of the f16 cache continued on the
+/// CPU's f16 cache. On a model with
+/// sliding and global layers and KV sharing, and on Gemma 3.
 #[test]
 fn f16_kv_cache_matches_cpu_f16_reference() {
     use rullama::runtime::snapshot;
@@ -227,19 +231,27 @@ fn f16_kv_cache_matches_cpu_f16_reference() {
         let toks = tokens(model);
         let v = gpu.cfg.vocab;
         let no = AtomicBool::new(false);
-        let mut cache = gpu.new_cache(toks.len());
-        let prefill = gpu.forward(&toks, &mut cache, Logits::All, &no).unwrap();
         let mut cc = cpu.new_cache(toks.len()).f16_storage();
         let want = cpu.forward(&toks, &mut cc, Logits::All).unwrap();
-        let rel = compare(&format!("{model} f16 KV: GPU vs CPU"), &prefill, &want, v);
-        eprintln!("{model} f16 KV: GPU vs CPU {rel:.2e} × std");
+        let exact = cpu.forward(&toks, &mut cpu.new_cache(toks.len()), Logits::All).unwrap();
+        let sd = common::std_dev(&want);
+        let max_diff = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+        let own = max_diff(&want, &exact);
+        let bound = 2.0 * own + 1e-3 * sd;
+
+        let mut cache = gpu.new_cache(toks.len());
+        let prefill = gpu.forward(&toks, &mut cache, Logits::All, &no).unwrap();
+        let e = max_diff(&prefill, &want);
+        eprintln!("{model} f16 KV: GPU vs CPU {:.2e} × std; the f16 cache's own effect {:.2e} × std", e / sd, own / sd);
+        assert!(e <= bound, "{model} f16 KV: GPU vs CPU max |Δ| {e:.3e} > {bound:.3e}");
 
         let mut cache = gpu.new_cache(toks.len());
         let mut dec = Vec::new();
         for &t in &toks {
             dec.extend(gpu.forward(&[t], &mut cache, Logits::Last, &no).unwrap());
         }
-        compare(&format!("{model} f16 KV: decode vs prefill"), &dec, &prefill, v);
+        let e = max_diff(&dec, &prefill);
+        assert!(e <= bound, "{model} f16 KV: decode vs prefill max |Δ| {e:.3e} > {bound:.3e}");
 
         let mut first = gpu.new_cache(toks.len());
         gpu.forward(&toks[..5], &mut first, Logits::All, &no).unwrap();
@@ -249,6 +261,7 @@ fn f16_kv_cache_matches_cpu_f16_reference() {
         let mut on_cpu = cpu.new_cache(toks.len()).f16_storage();
         on_cpu.import(snapshot::load(&path, &cpu.cfg, &f).unwrap()).unwrap();
         let got = cpu.forward(&toks[5..], &mut on_cpu, Logits::All).unwrap();
-        compare(&format!("{model} f16 KV snapshot continued on the CPU"), &got, &want[5 * v..], v);
+        let e = max_diff(&got, &want[5 * v..]);
+        assert!(e <= bound, "{model} f16 KV snapshot continued on the CPU: max |Δ| {e:.3e} > {bound:.3e}");
     }
 }
