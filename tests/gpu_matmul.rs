@@ -405,6 +405,17 @@ fn matvec_gelu_mul_matches_cpu() {
     }
 }
 
+/// One token through a random `rows` x `cols` matrix of type `ty` against the CPU.
+fn check_matvec(k: &Kernels, rng: &mut ChaCha8Rng, ty: GgmlType, rows: usize, cols: usize) {
+    let data = random_matrix(rng, ty, cols, rows);
+    let x = rand_vec(rng, cols);
+    let w = GpuMatrix::upload(k, "w", ty, cols, rows, &data).unwrap();
+    let got = gpu_matmul(k, &w, &x, 1, 0, 1);
+    let want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+    let e = max_rel(&got, &want);
+    assert!(e < TOL, "{ty} {rows}x{cols}: rel err {e}");
+}
+
 /// Tall matrices (more than 4096 rows) take the matvec shape with four rows per invocation
 /// group; every type, a row count that leaves a partial group.
 #[test]
@@ -413,14 +424,7 @@ fn matvec_tall_matrices_match_cpu() {
     let k = kernels();
     for &ty in TYPES {
         for cols in [cols_for(ty), 2 * cols_for(ty)] {
-            let rows = 4099;
-            let data = random_matrix(&mut rng, ty, cols, rows);
-            let x = rand_vec(&mut rng, cols);
-            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
-            let got = gpu_matmul(&k, &w, &x, 1, 0, 1);
-            let want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
-            let e = max_rel(&got, &want);
-            assert!(e < TOL, "{ty} {rows}x{cols}: rel err {e}");
+            check_matvec(&k, &mut rng, ty, 4099, cols);
         }
     }
 }
@@ -434,14 +438,7 @@ fn matvec_long_rows_match_cpu() {
     let k = kernels();
     for &ty in TYPES {
         for cols in [3072, 6144, 12288] {
-            let rows = 7;
-            let data = random_matrix(&mut rng, ty, cols, rows);
-            let x = rand_vec(&mut rng, cols);
-            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
-            let got = gpu_matmul(&k, &w, &x, 1, 0, 1);
-            let want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
-            let e = max_rel(&got, &want);
-            assert!(e < TOL, "{ty} {rows}x{cols}: rel err {e}");
+            check_matvec(&k, &mut rng, ty, 7, cols);
         }
     }
 }
