@@ -145,17 +145,23 @@ fn matmul_kernel(k: &Kernels, ty: GgmlType, t: usize) -> Result<Arc<Kernel>> {
 /// device has them; fewer stay on the f32 kernel, whose token tiles (≤ MAX_T) fit them.
 const COOP_MIN_TOKENS: usize = MAX_T + 1;
 /// Subgroups of 32 along the rows of a tensor-core tile (the tile is 64 tokens x 32·SGN
-/// rows). `RULLAMA_COOP_SGN` overrides it for measurements.
-fn coop_sgn() -> usize {
-    std::env::var("RULLAMA_COOP_SGN").ok().and_then(|v| v.parse().ok()).filter(|v| [1, 2, 4].contains(v)).unwrap_or(4)
+/// rows) for a matmul of `rows` rows and `n` tokens: 4 (measured fastest on the H100's
+/// large matrices: 10-11 TFLOP/s against 8-10 with 2 and 4-6 with 1) unless that leaves
+/// fewer than COOP_MIN_GROUPS workgroups; small matrices (Gemma 3 270M's 640-2048 rows)
+/// then take narrower tiles so more of the GPU takes part.
+fn coop_sgn(rows: usize, n: usize) -> usize {
+    let groups = |sgn: usize| rows.div_ceil(32 * sgn) * n.div_ceil(COOP_BM);
+    [4, 2].into_iter().find(|&sgn| groups(sgn) >= COOP_MIN_GROUPS).unwrap_or(1)
 }
+
+/// Workgroups a tensor-core matmul should at least have: two per SM of an H100.
+const COOP_MIN_GROUPS: usize = 264;
 /// Tokens per tensor-core tile, and columns per step (matmul_coop.wgsl's BM and BK).
 const COOP_BM: usize = 64;
 const COOP_BK: usize = 32;
 
 /// The tensor-core matmul for weight type `ty`.
-fn matmul_coop_kernel(k: &Kernels, ty: GgmlType) -> Result<Arc<Kernel>> {
-    let sgn = coop_sgn();
+fn matmul_coop_kernel(k: &Kernels, ty: GgmlType, sgn: usize) -> Result<Arc<Kernel>> {
     let name = format!("matmul_coop/{ty}/sgn{sgn}");
     let quant = quant_parts(ty)?;
     k.get(&name, || {
@@ -270,7 +276,10 @@ fn plain_matmul(
     // Small batches get the smallest token tile that fits.
     let t = if coop { COOP_BM } else { n.min(MAX_T).next_power_of_two() };
     let (kernel, rw) = match coop {
-        true => (matmul_coop_kernel(k, w.ty)?, 32 * coop_sgn()),
+        true => {
+            let sgn = coop_sgn(range.map_or(w.rows, |r| r.1), n);
+            (matmul_coop_kernel(k, w.ty, sgn)?, 32 * sgn)
+        }
         false => (matmul_kernel(k, w.ty, t)?, RW as usize),
     };
     let p = MatmulParams {
