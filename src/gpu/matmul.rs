@@ -145,17 +145,10 @@ fn matmul_kernel(k: &Kernels, ty: GgmlType, t: usize) -> Result<Arc<Kernel>> {
 /// device has them; fewer stay on the f32 kernel, whose token tiles (≤ MAX_T) fit them.
 const COOP_MIN_TOKENS: usize = MAX_T + 1;
 /// Subgroups of 32 along the rows of a tensor-core tile (the tile is 64 tokens x 32·SGN
-/// rows) for a matmul of `rows` rows and `n` tokens: 4 (measured fastest on the H100's
-/// large matrices: 10-11 TFLOP/s against 8-10 with 2 and 4-6 with 1) unless that leaves
-/// fewer than COOP_MIN_GROUPS workgroups; small matrices (Gemma 3 270M's 640-2048 rows)
-/// then take narrower tiles so more of the GPU takes part.
-fn coop_sgn(rows: usize, n: usize) -> usize {
-    let groups = |sgn: usize| rows.div_ceil(32 * sgn) * n.div_ceil(COOP_BM);
-    [4, 2].into_iter().find(|&sgn| groups(sgn) >= COOP_MIN_GROUPS).unwrap_or(1)
-}
-
-/// Workgroups a tensor-core matmul should at least have: two per SM of an H100.
-const COOP_MIN_GROUPS: usize = 264;
+/// rows). Measured on the H100: 4 gives 10-11 TFLOP/s on E2B's matrices against 8-10 with
+/// 2 and 4-6 with 1; narrower tiles for small matrices (more workgroups) did not help
+/// Gemma 3 270M and cost E2B prefill 1594 -> 1174 tok/s (with 512-token chunks).
+const COOP_SGN: usize = 4;
 /// Tokens per tensor-core tile, and columns per step (matmul_coop.wgsl's BM and BK).
 const COOP_BM: usize = 64;
 const COOP_BK: usize = 32;
