@@ -27,7 +27,7 @@ fn profile() -> bool {
 }
 
 /// Largest number of tokens evaluated in one pass; longer prompts run in chunks.
-const MAX_BATCH: usize = 512;
+const MAX_BATCH: usize = 256;
 /// Rows of logits computed at once for teacher-forced evaluation.
 const LOGIT_ROWS: usize = 8;
 /// Layers per submission during prefill (cancel is checked between submissions).

@@ -154,7 +154,8 @@ const COOP_BM: usize = 64;
 const COOP_BK: usize = 32;
 
 /// The tensor-core matmul for weight type `ty`.
-fn matmul_coop_kernel(k: &Kernels, ty: GgmlType, sgn: usize) -> Result<Arc<Kernel>> {
+fn matmul_coop_kernel(k: &Kernels, ty: GgmlType) -> Result<Arc<Kernel>> {
+    let sgn = COOP_SGN;
     let name = format!("matmul_coop/{ty}/sgn{sgn}");
     let quant = quant_parts(ty)?;
     k.get(&name, || {
@@ -269,10 +270,7 @@ fn plain_matmul(
     // Small batches get the smallest token tile that fits.
     let t = if coop { COOP_BM } else { n.min(MAX_T).next_power_of_two() };
     let (kernel, rw) = match coop {
-        true => {
-            let sgn = coop_sgn(range.map_or(w.rows, |r| r.1), n);
-            (matmul_coop_kernel(k, w.ty, sgn)?, 32 * sgn)
-        }
+        true => (matmul_coop_kernel(k, w.ty)?, 32 * COOP_SGN),
         false => (matmul_kernel(k, w.ty, t)?, RW as usize),
     };
     let p = MatmulParams {
