@@ -29,13 +29,14 @@ const LS: f32 = 2048.0;
 // Row stride of the staged tiles: BK plus a pad, so the 16 rows a fragment load reads
 // start in different memory banks.
 const SK: u32 = BK + 8u;
-const XV: u32 = BM * BK / 4u / WG;
-const WV: u32 = BN * BK / 4u / WG;
+// vec4s staged per invocation and step (x and weights).
+const TV: u32 = (BM + BN) * BK / 4u / WG;
+// Staged tiles, hi and lo parts: rows 0..BM are x (token, column), rows BM.. the weights
+// (one row of BK per output row), which start at WROW.
+const WROW: u32 = BM * SK;
 
-var<workgroup> xa_hi: array<f16, BM * SK>;  // x tile, row-major (token, column)
-var<workgroup> xa_lo: array<f16, BM * SK>;
-var<workgroup> wb_hi: array<f16, BN * SK>;  // weight tile, one row of BK per output row
-var<workgroup> wb_lo: array<f16, BN * SK>;
+var<workgroup> t_hi: array<f16, (BM + BN) * SK>;
+var<workgroup> t_lo: array<f16, (BM + BN) * SK>;
 // One 16 x 16 fragment per subgroup, hi and lo accumulators.
 var<workgroup> out_h: array<f32, 2u * SGN * 256u>;
 var<workgroup> out_l: array<f32, 2u * SGN * 256u>;
@@ -55,20 +56,20 @@ fn split(v: vec4<f32>) -> Split {
     return Split(vec4<f16>(h), vec4<f16>((v - h) * LS));
 }
 
-// x vec4 `v` of the BM x BK tile at tokens t0.., columns k0..; tokens past n are zero.
-fn fetch_x(v: u32, t0: u32, k0: u32) -> vec4<f32> {
+// Staging slot `v` (a vec4 of tile row v / 8) at columns k0..: x at tokens t0.. (tokens
+// past n are zero), then the weights at rows r0.. (rows past the end repeat the last;
+// their results are not written).
+fn fetch(v: u32, t0: u32, r0: u32, k0: u32) -> vec4<f32> {
     let i = v / (BK / 4u);
-    if (t0 + i >= p.n) {
-        return vec4<f32>(0.0);
+    let c4 = k0 / 4u + v % (BK / 4u);
+    if (i < BM) {
+        if (t0 + i >= p.n) {
+            return vec4<f32>(0.0);
+        }
+        return x[p.x_off4 + (t0 + i) * p.x_stride4 + c4] * XS;
     }
-    return x[p.x_off4 + (t0 + i) * p.x_stride4 + k0 / 4u + v % (BK / 4u)] * XS;
-}
-
-// Weight vec4 `v` of the BN x BK tile at rows r0.., columns k0..; rows past the end
-// repeat the last (their results are not written).
-fn fetch_w(v: u32, r0: u32, k0: u32) -> vec4<f32> {
-    let rb = (p.w_row0 + min(r0 + v / (BK / 4u), p.rows - 1u)) * p.row_bytes;
-    return dq4(rb, k0 / 4u + v % (BK / 4u)) * WS;
+    let rb = (p.w_row0 + min(r0 + i - BM, p.rows - 1u)) * p.row_bytes;
+    return dq4(rb, c4) * WS;
 }
 
 @compute @workgroup_size(WG)
@@ -95,57 +96,42 @@ fn main(
     var lo01 = coop_mat16x16<f32, C>();
     var lo10 = coop_mat16x16<f32, C>();
     var lo11 = coop_mat16x16<f32, C>();
-    // Each invocation stages XV vec4s of x and WV of weights per step, fetched into
-    // registers one step ahead so their loads overlap the previous step's products.
-    var xr: array<vec4<f32>, XV>;
-    var wr: array<vec4<f32>, WV>;
+    // Each invocation stages TV vec4s per step (x's slots first, then the weights'),
+    // fetched into registers one step ahead so their loads overlap the previous step's
+    // products.
+    var r: array<vec4<f32>, TV>;
     let cols = p.cols4 * 4u;
-    for (var s = 0u; s < XV; s++) {
-        xr[s] = fetch_x(lid + s * WG, t0, 0u);
-    }
-    for (var s = 0u; s < WV; s++) {
-        wr[s] = fetch_w(lid + s * WG, r0, 0u);
+    for (var s = 0u; s < TV; s++) {
+        r[s] = fetch(lid + s * WG, t0, r0, 0u);
     }
     for (var k0 = 0u; k0 < cols; k0 += BK) {
-        for (var s = 0u; s < XV; s++) {
+        for (var s = 0u; s < TV; s++) {
             let v = lid + s * WG;
-            let sp = split(xr[s]);
+            let sp = split(r[s]);
             let at = (v / (BK / 4u)) * SK + 4u * (v % (BK / 4u));
             for (var e = 0u; e < 4u; e++) {
-                xa_hi[at + e] = sp.hi[e];
-                xa_lo[at + e] = sp.lo[e];
-            }
-        }
-        for (var s = 0u; s < WV; s++) {
-            let v = lid + s * WG;
-            let sp = split(wr[s]);
-            let at = (v / (BK / 4u)) * SK + 4u * (v % (BK / 4u));
-            for (var e = 0u; e < 4u; e++) {
-                wb_hi[at + e] = sp.hi[e];
-                wb_lo[at + e] = sp.lo[e];
+                t_hi[at + e] = sp.hi[e];
+                t_lo[at + e] = sp.lo[e];
             }
         }
         workgroupBarrier();
         if (k0 + BK < cols) {
-            for (var s = 0u; s < XV; s++) {
-                xr[s] = fetch_x(lid + s * WG, t0, k0 + BK);
-            }
-            for (var s = 0u; s < WV; s++) {
-                wr[s] = fetch_w(lid + s * WG, r0, k0 + BK);
+            for (var s = 0u; s < TV; s++) {
+                r[s] = fetch(lid + s * WG, t0, r0, k0 + BK);
             }
         }
         for (var kk = 0u; kk < BK; kk += 16u) {
             let ia = tm * 32u * SK + kk;
-            let ib = tn * 32u * SK + kk;
-            let a0h = coopLoadT<coop_mat16x16<f16, A>>(&xa_hi[ia], SK);
-            let a1h = coopLoadT<coop_mat16x16<f16, A>>(&xa_hi[ia + 16u * SK], SK);
-            let a0l = coopLoadT<coop_mat16x16<f16, A>>(&xa_lo[ia], SK);
-            let a1l = coopLoadT<coop_mat16x16<f16, A>>(&xa_lo[ia + 16u * SK], SK);
+            let ib = WROW + tn * 32u * SK + kk;
+            let a0h = coopLoadT<coop_mat16x16<f16, A>>(&t_hi[ia], SK);
+            let a1h = coopLoadT<coop_mat16x16<f16, A>>(&t_hi[ia + 16u * SK], SK);
+            let a0l = coopLoadT<coop_mat16x16<f16, A>>(&t_lo[ia], SK);
+            let a1l = coopLoadT<coop_mat16x16<f16, A>>(&t_lo[ia + 16u * SK], SK);
             // B = W^T: element (k, r) sits at r * SK + k, column-major with stride SK.
-            let b0h = coopLoad<coop_mat16x16<f16, B>>(&wb_hi[ib], SK);
-            let b1h = coopLoad<coop_mat16x16<f16, B>>(&wb_hi[ib + 16u * SK], SK);
-            let b0l = coopLoad<coop_mat16x16<f16, B>>(&wb_lo[ib], SK);
-            let b1l = coopLoad<coop_mat16x16<f16, B>>(&wb_lo[ib + 16u * SK], SK);
+            let b0h = coopLoad<coop_mat16x16<f16, B>>(&t_hi[ib], SK);
+            let b1h = coopLoad<coop_mat16x16<f16, B>>(&t_hi[ib + 16u * SK], SK);
+            let b0l = coopLoad<coop_mat16x16<f16, B>>(&t_lo[ib], SK);
+            let b1l = coopLoad<coop_mat16x16<f16, B>>(&t_lo[ib + 16u * SK], SK);
             acc00 = coopMultiplyAdd(a0h, b0h, acc00);
             acc01 = coopMultiplyAdd(a0h, b1h, acc01);
             acc10 = coopMultiplyAdd(a1h, b0h, acc10);
