@@ -5,8 +5,9 @@
 // byte row_byte with x from vec4 xo; shaders/quant/dot_generic.wgsl builds one from dq4).
 //
 // TPR invocations share a row and stride over its chunks, so each reads whole blocks with
-// several loads in flight; WG / TPR rows per workgroup. The TPR partial sums meet in
-// workgroup memory (a tree; works for any subgroup size).
+// several loads in flight; WG / TPR rows per workgroup. The TPR partial sums of a row
+// meet in `row_sums` (matvec_reduce_tree.wgsl: workgroup memory, any subgroup size; or
+// matvec_reduce_subgroup.wgsl: subgroup sums, for subgroups of exactly 32).
 //
 // Epilogues (`mode`): 0 none; 1 (GELU_PAIR) the tile holds [gate; up] (2 × rows rows) and
 // the invocations of a row also take its up row: y[r] = gelu_tanh(gate · x) · (up · x)
@@ -44,8 +45,6 @@ const ROUTE: u32 = 3u;
 @group(0) @binding(6) var<storage, read_write> y3: array<f32>;
 
 const ROWS: u32 = WG / TPR;
-var<workgroup> part: array<f32, WG>;
-var<workgroup> part2: array<f32, WG>;
 
 fn gelu_tanh(v: f32) -> f32 {
     return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
@@ -66,20 +65,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             acc2 += chunk_dot(rb + p.rows * p.row_bytes, c, p.x_off4);
         }
     }
-    part[lid] = acc;
-    part2[lid] = acc2;
-    workgroupBarrier();
-    for (var s = TPR / 2u; s > 0u; s /= 2u) {
-        if (lane < s) {
-            part[lid] += part[lid + s];
-            part2[lid] += part2[lid + s];
-        }
-        workgroupBarrier();
-    }
+    let sums = row_sums(acc, acc2, lid, lane);
     if (lane == 0u && row < p.rows) {
-        var v = part[lid];
+        var v = sums.x;
         if (p.mode == GELU_PAIR) {
-            v = gelu_tanh(v) * part2[lid];
+            v = gelu_tanh(v) * sums.y;
         } else if (p.mode == GELU_MUL) {
             v = gelu_tanh(v) * other[p.other_off + row];
         }

@@ -379,13 +379,17 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
     let chunks = w.cols / matvec_chunk(w.ty);
     let tpr = matvec_tpr(chunks);
-    let name = format!("matvec/{}/tpr{tpr}", w.ty);
+    // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
+    let g = &k.gpu;
+    let sg = k.use_subgroups && g.subgroups && g.subgroup_min == 32 && g.subgroup_max == 32;
+    let name = format!("matvec/{}/tpr{tpr}/{}", w.ty, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
         let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\n");
+        let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
-        parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC]);
+        parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC, reduce]);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite] }
     })?;
     let rows_per_group = MATVEC_WG / tpr;

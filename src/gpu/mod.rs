@@ -35,6 +35,8 @@ pub mod shaders {
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
     pub const EMBED: &str = include_str!("../../shaders/matmul/embed.wgsl");
     pub const MATVEC: &str = include_str!("../../shaders/matmul/matvec.wgsl");
+    pub const MATVEC_REDUCE_TREE: &str = include_str!("../../shaders/matmul/matvec_reduce_tree.wgsl");
+    pub const MATVEC_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/matvec_reduce_subgroup.wgsl");
 
     /// The chunk dot product matvec.wgsl uses for weights of type `ty`: the type's own where
     /// it has one (whole blocks per invocation), else four elements through its dq4.

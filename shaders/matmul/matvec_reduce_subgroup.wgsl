@@ -1,0 +1,22 @@
+// row_sums for matvec.wgsl with subgroup sums, for devices whose subgroups are exactly 32
+// invocations, subgroup i holding invocations 32i..32i+31 (a row's TPR invocations are
+// whole subgroups). TPR = 32 needs no barrier at all, where the workgroup-memory tree took
+// five. The result is valid in the row's lane 0.
+var<workgroup> sg_part: array<vec2<f32>, WG / 32u>;
+
+fn row_sums(acc: f32, acc2: f32, lid: u32, lane: u32) -> vec2<f32> {
+    let s = vec2<f32>(subgroupAdd(acc), subgroupAdd(acc2));
+    if (TPR == 32u) {
+        return s;
+    }
+    if (lid % 32u == 0u) {
+        sg_part[lid / 32u] = s;
+    }
+    workgroupBarrier();
+    var t = vec2<f32>(0.0);
+    let first = (lid / TPR) * (TPR / 32u);
+    for (var i = 0u; i < TPR / 32u; i++) {
+        t += sg_part[first + i];
+    }
+    return t;
+}
