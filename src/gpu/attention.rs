@@ -23,11 +23,9 @@ pub struct KvCaches<'a> {
     pub f16: bool,
 }
 
-impl KvCaches<'_> {
-    /// 4-byte words holding `elems` cache elements.
-    fn words(&self, elems: usize) -> usize {
-        if self.f16 { elems.div_ceil(2) } else { elems }
-    }
+/// 4-byte words a cache of `elems` elements takes (f16: two per word).
+pub fn cache_words(elems: usize, f16: bool) -> usize {
+    if f16 { elems.div_ceil(2) } else { elems }
 }
 
 #[repr(C)]
@@ -235,8 +233,8 @@ fn params(
         "attention",
         &[
             (q, q_off + n_tokens * n_heads * head_dim),
-            (kv.k, kv.words(positions * kv_heads * head_dim)),
-            (kv.v, kv.words(positions * kv_heads * v_head_dim)),
+            (kv.k, cache_words(positions * kv_heads * head_dim, kv.f16)),
+            (kv.v, cache_words(positions * kv_heads * v_head_dim, kv.f16)),
         ],
     )?;
     u32_of(positions * kv_heads * head_dim.max(v_head_dim), "attention cache size")?;

@@ -500,11 +500,7 @@ impl GpuModel {
         let (qmax, fmax) = widest(c);
         let mut kc = Vec::new();
         let mut vc = Vec::new();
-        // An f16 cache packs two elements per u32 (each row has an even length).
-        let cache_buf = |label: &str, elems: usize| match self.kv_f16 {
-            true => kernel::storage(&k.gpu, label, (elems.div_ceil(2) * 4) as u64),
-            false => f32_buf(k, label, elems),
-        };
+        let cache_buf = |label: &str, elems: usize| kernel::storage(&k.gpu, label, (attention::cache_words(elems, self.kv_f16) * 4) as u64);
         for l in &c.layers {
             let own = l.stores_kv();
             kc.push(own.then(|| cache_buf("k_cache", capacity * l.n_kv_heads * l.head_dim)));
@@ -681,6 +677,8 @@ impl GpuModel {
         let [qr, kr, vr] = qkv.rows;
         let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true };
         let (mut kg, mut vg) = (None, None);
+        // With an f16 cache: the staged K and V rows, and the caches kv_store rounds them into.
+        let mut store = None;
         if !plan.stores_kv() {
             matmul::matmul(k, b, &qkv.m, &s.y, 0, n, &s.q, 0)?;
         } else {
@@ -688,7 +686,10 @@ impl GpuModel {
             // This batch's K and V go straight into an f32 cache, or into f32 staging rows
             // that kv_store rounds into an f16 cache once normed.
             let ((kc, ko), (vc, vo)) = match &s.kv_new {
-                Some((kn, vn)) => ((kn, 0), (vn, 0)),
+                Some((kn, vn)) => {
+                    store = Some((kn, vn, attention::KvCaches { k: kc, v: vc, f16: true }));
+                    ((kn, 0), (vn, 0))
+                }
                 None => ((kc, pos0 * kvh * hd), (vc, pos0 * kvh * vhd)),
             };
             match (&qkv.k, n) {
@@ -721,9 +722,7 @@ impl GpuModel {
         }
         // q/k norms, RoPE on q and k, the v norm: one dispatch.
         rope::head_norm_rope(k, b, qg, kg, vg, n, pos0, c.eps, rope.base, factors, 1.0 / rope.linear_scale)?;
-        if let (true, Some((kn, vn))) = (plan.stores_kv(), &s.kv_new) {
-            let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
-            let caches = attention::KvCaches { k: kc, v: vc, f16: true };
+        if let Some((kn, vn, caches)) = store {
             attention::kv_store(k, b, kn, vn, caches, pos0 * kvh * hd, n * kvh * hd, pos0 * kvh * vhd, n * kvh * vhd)?;
         }
         let src = plan.kv_donor.unwrap_or(li);

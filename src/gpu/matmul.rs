@@ -380,8 +380,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
     let chunks = w.cols / matvec_chunk(w.ty);
     let tpr = matvec_tpr(chunks);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
-    let g = &k.gpu;
-    let sg = k.use_subgroups && g.subgroups && g.subgroup_min == 32 && g.subgroup_max == 32;
+    let sg = k.use_subgroups && k.gpu.subgroups_32;
     let name = format!("matvec/{}/tpr{tpr}/{}", w.ty, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
