@@ -17,6 +17,20 @@ fn kernels() -> Kernels {
     Kernels::new(Gpu::get().expect("a GPU adapter (lavapipe in CI: mesa-vulkan-drivers)"))
 }
 
+/// The kernels as the device runs them and, where that uses subgroup reductions, with the
+/// workgroup-memory reductions too (`gpu::reduce`): both are checked.
+fn reduction_variants() -> Vec<Kernels> {
+    let k = kernels();
+    let mut v = vec![];
+    if k.use_subgroups {
+        let mut wg = Kernels::new(Arc::clone(&k.gpu));
+        wg.use_subgroups = false;
+        v.push(wg);
+    }
+    v.insert(0, k);
+    v
+}
+
 fn rand_vec(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(-2.0f32..2.0)).collect()
 }
@@ -33,7 +47,12 @@ fn up(k: &Kernels, v: &[f32]) -> wgpu::Buffer {
 
 #[test]
 fn rms_norm_matches_cpu() {
-    let k = kernels();
+    for k in reduction_variants() {
+        rms_norm_matches_cpu_on(&k);
+    }
+}
+
+fn rms_norm_matches_cpu_on(k: &Kernels) {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     for (rows, n, weighted, off) in [(1, 1, true, 0), (3, 37, true, 5), (7, 256, false, 0), (2, 1153, true, 3), (2, 2600, true, 1)] {
         let x = rand_vec(&mut rng, off + rows * n);
@@ -192,8 +211,13 @@ fn elementwise_ops_match_cpu() {
 /// shows as O(0.1).
 #[test]
 fn attention_matches_cpu() {
+    for k in reduction_variants() {
+        attention_matches_cpu_on(&k);
+    }
+}
+
+fn attention_matches_cpu_on(k: &Kernels) {
     use rullama::gpu::attention as ga;
-    let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     // (n_tokens, n_heads, kv_heads, head_dim, v_head_dim, pos0, window, scale)
     type Case = (usize, usize, usize, usize, usize, usize, usize, f32);
@@ -294,8 +318,13 @@ fn kv_store_rounds_like_the_cpu() {
 /// in the same order: 1e-6 of the output scale (fused multiply-add may round once less).
 #[test]
 fn moe_route_and_combine_match_cpu() {
+    for k in reduction_variants() {
+        moe_route_and_combine_match_cpu_on(&k);
+    }
+}
+
+fn moe_route_and_combine_match_cpu_on(k: &Kernels) {
     use rullama::gpu::moe;
-    let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for (n, n_experts, top_k, off) in [(1, 4, 1, 0), (5, 37, 3, 2), (6, 128, 8, 1)] {
         let mut logits = rand_vec(&mut rng, off + n * n_experts);
@@ -375,7 +404,12 @@ fn argmax_and_top_k_match_cpu() {
 
 #[test]
 fn rms_norm_to_matches_cpu() {
-    let k = kernels();
+    for k in reduction_variants() {
+        rms_norm_to_matches_cpu_on(&k);
+    }
+}
+
+fn rms_norm_to_matches_cpu_on(k: &Kernels) {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     for (rows, n, weighted, accumulate) in [(1, 5, true, false), (3, 640, true, true), (4, 37, false, true), (2, 1536, false, false), (2, 5000, true, true)] {
         let (so, dof) = (3, 7);
@@ -449,8 +483,13 @@ fn sample_pick_matches_cpu() {
 /// sit at offsets in their own buffers and nothing around them is written.
 #[test]
 fn head_norm_rope_matches_cpu_ops() {
+    for k in reduction_variants() {
+        head_norm_rope_matches_cpu_ops_on(&k);
+    }
+}
+
+fn head_norm_rope_matches_cpu_ops_on(k: &Kernels) {
     use rullama::gpu::rope::{HeadGroup, head_norm_rope};
-    let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(12);
     // (n_tokens, q heads, kv heads, head dim, v dim, pos0, factors, q norm weighted, with k, v norm)
     let cases = [
@@ -507,8 +546,13 @@ fn head_norm_rope_matches_cpu_ops() {
 /// the same order: 1e-5 relative (sums over the row in another order).
 #[test]
 fn residual_norm_matches_cpu_ops() {
+    for k in reduction_variants() {
+        residual_norm_matches_cpu_ops_on(&k);
+    }
+}
+
+fn residual_norm_matches_cpu_ops_on(k: &Kernels) {
     use rullama::gpu::norm::residual_norm;
-    let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(13);
     // (rows, n, with scale, with next norm)
     for (rows, n, with_scale, with_pre) in [(1, 640, false, true), (3, 1536, true, true), (2, 37, true, false), (2, 5376, false, true)] {

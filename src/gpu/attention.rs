@@ -180,7 +180,8 @@ pub fn attention_split(
         groups_x: 0,
     };
     let access = [Access::Read, Access::ReadWrite];
-    launch(k, b, "attention_merge", &[shaders::ATTENTION_MERGE, shaders::REDUCE], &access, &[&part, out], rows, |groups_x| MergeParams {
+    let (reduce, tag) = super::reduce(k);
+    launch(k, b, &format!("attention_merge{tag}"), &[shaders::ATTENTION_MERGE, &reduce], &access, &[&part, out], rows, |groups_x| MergeParams {
         groups_x,
         ..mp
     })
@@ -195,6 +196,8 @@ const CHUNK_ALIGN: usize = 16;
 /// decode attention as finely as this pays on an H100: at least 128 keys per split cost
 /// the 270M layout 453 → 360 tok/s, and 8 invocations per key (32-key tiles) beat 4 and 16.
 const DECODE_TILE: usize = 32;
+/// Invocations per workgroup of attention_decode.wgsl (its WG).
+const DECODE_WG: usize = 256;
 
 /// How many splits of how many keys (a multiple of `align`) for `rows` queries of up to
 /// `keys` keys each.
@@ -260,11 +263,15 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
     let (cache, ty) = if kv.f16 { (shaders::KV_F16, "f16") } else { (shaders::KV_F32, "f32") };
     let buffers = [q, kv.k, kv.v, out];
     if p.n_tokens == 1 {
-        let code = [shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache];
-        return launch(k, b, &format!("attention_decode/{ty}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
+        // Shapes as constants, so the kernel's loops unroll (one kernel per head shape).
+        let (hd, vhd) = (p.head_dim as usize, p.v_head_dim as usize);
+        let header = format!("const HD4: u32 = {}u;\nconst VPER: u32 = {}u;\n", hd / 4, vhd.div_ceil(DECODE_WG));
+        let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache];
+        return launch(k, b, &format!("attention_decode/{ty}/hd{hd}/v{vhd}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
     }
-    let code = [shaders::ATTENTION, shaders::ATTENTION_COMMON, cache, shaders::REDUCE];
-    launch(k, b, &format!("attention/{ty}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p })
+    let (reduce, tag) = super::reduce(k);
+    let code = [shaders::ATTENTION, shaders::ATTENTION_COMMON, cache, &reduce];
+    launch(k, b, &format!("attention/{ty}{tag}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p })
 }
 
 #[cfg(test)]

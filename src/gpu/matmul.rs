@@ -379,12 +379,13 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
     let chunks = w.cols / matvec_chunk(w.ty);
     let tpr = matvec_tpr(chunks);
+    let cpt = chunks.div_ceil(tpr);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
     let sg = k.use_subgroups && k.gpu.subgroups_32;
-    let name = format!("matvec/{}/tpr{tpr}/{}", w.ty, if sg { "sg" } else { "wg" });
+    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/{}", w.ty, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);

@@ -24,6 +24,7 @@ use crate::{Error, Result};
 /// Shader files, embedded at build time. `common/*` snippets are prepended where used.
 pub mod shaders {
     pub const REDUCE: &str = include_str!("../../shaders/common/reduce.wgsl");
+    pub const REDUCE_SUBGROUP: &str = include_str!("../../shaders/common/reduce_subgroup.wgsl");
     pub const MATH: &str = include_str!("../../shaders/common/math.wgsl");
     pub const RMS_NORM: &str = include_str!("../../shaders/norm/rms_norm.wgsl");
     pub const RMS_NORM_TO: &str = include_str!("../../shaders/norm/rms_norm_to.wgsl");
@@ -101,6 +102,18 @@ pub mod shaders {
     pub const TOP_K_CANDIDATES: &str = include_str!("../../shaders/sample/top_k_candidates.wgsl");
     pub const REPEAT_PENALTY: &str = include_str!("../../shaders/sample/repeat_penalty.wgsl");
     pub const SAMPLE_PICK: &str = include_str!("../../shaders/sample/sample_pick.wgsl");
+}
+
+/// The workgroup reduction (`wg_sum`, `wg_max`) kernels compose for `k`: by subgroup
+/// operations where the device's subgroups have one fixed size of at most 64 (every WG
+/// using it is a multiple of that) and `k.use_subgroups` allows, else through workgroup
+/// memory. Returns the source and the suffix that tells the variants' kernel names apart.
+pub(crate) fn reduce(k: &Kernels) -> (String, &'static str) {
+    let g = &k.gpu;
+    if k.use_subgroups && g.subgroups && g.subgroup_min == g.subgroup_max && (4..=64).contains(&g.subgroup_min) {
+        return (format!("const SGS: u32 = {}u;\n{}", g.subgroup_min, shaders::REDUCE_SUBGROUP), "/sg");
+    }
+    (shaders::REDUCE.to_string(), "")
 }
 
 /// Concatenate shader parts into one module source.

@@ -56,8 +56,9 @@ pub fn moe_route(
     };
     u32_of(logits_off + n * n_experts, "moe_route logits end")?;
     let access = [Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
-    let code = [shaders::MOE_ROUTE, shaders::REDUCE];
-    launch(k, b, "moe_route", &code, &access, &[logits, per_expert_scale, ids, weights], n, |groups_x| RouteParams {
+    let (reduce, tag) = super::reduce(k);
+    let code = [shaders::MOE_ROUTE, &reduce];
+    launch(k, b, &format!("moe_route{tag}"), &code, &access, &[logits, per_expert_scale, ids, weights], n, |groups_x| RouteParams {
         groups_x,
         ..p
     })

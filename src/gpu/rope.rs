@@ -169,6 +169,7 @@ pub fn head_norm_rope(
     let heads = n_tokens * groups.iter().flatten().map(|g| g.heads).sum::<usize>();
     let access = [Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::Read, Access::Read, Access::Read];
     let buffers = [q.buf, &kb, &vb, weights[0], weights[1], &inv_freq, factors.unwrap_or(&k.dummy)];
-    let code = [shaders::HEAD_NORM_ROPE, shaders::SIN_COS, shaders::REDUCE];
-    launch(k, b, "head_norm_rope", &code, &access, &buffers, heads, |groups_x| HeadParams { groups_x, ..p })
+    let (reduce, tag) = super::reduce(k);
+    let code = [shaders::HEAD_NORM_ROPE, shaders::SIN_COS, &reduce];
+    launch(k, b, &format!("head_norm_rope{tag}"), &code, &access, &buffers, heads, |groups_x| HeadParams { groups_x, ..p })
 }
