@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use rullama::Error;
 use rullama::cpu::ops::{self, QMatrix};
 use rullama::gguf::{GgmlType, GgufFile};
-use rullama::gpu::matmul::{embed, matmul, matmul_experts};
+use rullama::gpu::matmul::{MatvecIn, embed, matmul, matmul_experts};
 use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, kernel};
 
 /// Every weight type in Ollama's Gemma GGUFs.
@@ -372,7 +372,7 @@ fn matvec_geglu_matches_cpu() {
         let stacked: Vec<u8> = gate.iter().chain(&upw).copied().collect();
         let w = GpuMatrix::upload_stacked(&k, "gate_up", ty, cols, 2 * f, 2 * f, &stacked).unwrap();
         let xb = up(&k, &x);
-        let got = run(&k, 1 + f + 1, |b, y| matvec_geglu(&k, b, &w, &xb, 0, y, 1).unwrap());
+        let got = run(&k, 1 + f + 1, |b, y| matvec_geglu(&k, b, &w, MatvecIn::Vector(&xb, 0), y, 1).unwrap());
         assert!(got[0] == SENTINEL && got[f + 1] == SENTINEL, "writes outside y");
         let mut want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, f, &gate).unwrap()).unwrap();
         let u = ops::matmul(&x, 1, &QMatrix::new(ty, cols, f, &upw).unwrap()).unwrap();
@@ -396,12 +396,76 @@ fn matvec_gelu_mul_matches_cpu() {
         let other = rand_vec(&mut rng, off + rows);
         let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
         let (xb, ob) = (up(&k, &x), up(&k, &other));
-        let got = run(&k, rows + 1, |b, y| matvec_gelu_mul(&k, b, &w, &xb, 0, &ob, off, y, 0).unwrap());
+        let got = run(&k, rows + 1, |b, y| matvec_gelu_mul(&k, b, &w, MatvecIn::Vector(&xb, 0), &ob, off, y, 0).unwrap());
         assert_eq!(got[rows], SENTINEL, "writes outside y");
         let mut want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
         ops::geglu(&mut want, &other[off..]);
         let e = max_rel(&got[..rows], &want);
         assert!(e < 2.0 * TOL, "{ty}: rel err {e}");
+    }
+}
+
+/// A matvec that folds in the residual step before it (`ResidualIn`) against the CPU ops
+/// it replaces: `x' = (x + rms_norm(a; post)) · scale`, then the matmul of `rms_norm(x';
+/// pre)` (or of x' itself), with x' stored to its own buffer. Every type, both reduction
+/// variants, offsets on every vector, the plain and the gated (per-layer-embedding) matvec.
+/// The staged input differs from the CPU's by the order of the norms' sums (a few ulp),
+/// so the products keep TOL; x' (one rounding per op, same order) is held to 1e-6.
+#[test]
+fn matvec_residual_input_matches_cpu() {
+    use rullama::gpu::matmul::{ResidualIn, matvec_gelu_mul, matvec_input};
+    let mut rng = ChaCha8Rng::seed_from_u64(19);
+    for k in variants() {
+        for &ty in TYPES {
+            let (cols, rows, eps) = (cols_for(ty), 37, 1e-6);
+            let data = random_matrix(&mut rng, ty, cols, rows);
+            let m = QMatrix::new(ty, cols, rows, &data).unwrap();
+            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+            for (pre_norm, scale) in [(true, 0.7f32), (false, 1.0)] {
+                let (a, x) = (rand_vec(&mut rng, 3 + cols), rand_vec(&mut rng, 4 + cols));
+                let (post, pre) = (rand_vec(&mut rng, cols), rand_vec(&mut rng, cols));
+                let mut want_x = x[4..].to_vec();
+                ops::rms_norm_to(&a[3..], &mut want_x, cols, Some(&post), eps, true);
+                want_x.iter_mut().for_each(|v| *v *= scale);
+                let mut input = want_x.clone();
+                if pre_norm {
+                    ops::rms_norm(&mut input, cols, Some(&pre), eps);
+                }
+                let want = ops::matmul(&input, 1, &m).unwrap();
+                let (ab, xb, postb, preb) = (up(&k, &a), up(&k, &x), up(&k, &post), up(&k, &pre));
+                let other = rand_vec(&mut rng, rows);
+                let ob = up(&k, &other);
+                for gated in [false, true] {
+                    let xo = up(&k, &vec![SENTINEL; 2 + cols + 1]);
+                    let r = ResidualIn {
+                        a: (&ab, 3),
+                        x_in: (&xb, 4),
+                        x_out: (&xo, 2),
+                        post: &postb,
+                        pre: pre_norm.then_some(&preb),
+                        scale,
+                        eps,
+                    };
+                    let got = run(&k, rows + 1, |b, y| match gated {
+                        false => matvec_input(&k, b, &w, MatvecIn::Residual(r), y, 0).unwrap(),
+                        true => matvec_gelu_mul(&k, b, &w, MatvecIn::Residual(r), &ob, 0, y, 0).unwrap(),
+                    });
+                    let what = format!("{ty} {} pre {pre_norm} gated {gated}", variant_name(&k));
+                    assert_eq!(got[rows], SENTINEL, "{what}: writes outside y");
+                    let mut want = want.clone();
+                    if gated {
+                        ops::geglu(&mut want, &other);
+                    }
+                    let e = max_rel(&got[..rows], &want);
+                    assert!(e < 2.0 * TOL, "{what}: rel err {e}");
+                    let got_x = kernel::read_f32(&k.gpu, &xo, 0, 2 + cols + 1).unwrap();
+                    assert!(got_x[..2].iter().chain(got_x.last()).all(|&v| v == SENTINEL), "{what}: x' written outside");
+                    let e = max_rel(&got_x[2..2 + cols], &want_x);
+                    assert!(e < 1e-6, "{what}: x' rel err {e}");
+                    assert_eq!(kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap(), x, "{what}: x_in untouched");
+                }
+            }
+        }
     }
 }
 
@@ -507,7 +571,7 @@ fn stacked_parts_match_cpu() {
             let outs: Vec<wgpu::Buffer> = (0..3).map(|i| up(&k, &vec![SENTINEL; 2 + rows[i] + 1])).collect();
             let v_rows = if with_v { rows[2] } else { 0 };
             let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-            matvec_routed(&k, &mut b, &w, &xb, 0, [(&outs[0], 2, rows[0]), (&outs[1], 2, rows[1]), (&outs[2], 2, v_rows)]).unwrap();
+            matvec_routed(&k, &mut b, &w, MatvecIn::Vector(&xb, 0), [(&outs[0], 2, rows[0]), (&outs[1], 2, rows[1]), (&outs[2], 2, v_rows)]).unwrap();
             b.submit().unwrap();
             for i in 0..3 {
                 let got = kernel::read_f32(&k.gpu, &outs[i], 0, 2 + rows[i] + 1).unwrap();

@@ -1,8 +1,17 @@
 // Matrix-vector product for decoding one token, y[r] = Σ_c w[r, c] · x[c], over one tile of
-// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR), the weight
-// type's shaders/quant files and its chunk dot product (`CH`, `chunk_dot(row_byte, c, xo)`:
-// the dot product of chunk c — CH elements, laid out as the type likes — of the row at
-// byte row_byte with x from vec4 xo; shaders/quant/dot_generic.wgsl builds one from dq4).
+// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN), the
+// weight type's shaders/quant files, its chunk dot product (`CH`, `chunk_dot(row_byte, c,
+// xo)`: the dot product of chunk c — CH elements, laid out as the type likes — of the row
+// at byte row_byte with x from vec4 xo, read through `xin`; shaders/quant/dot_generic.wgsl
+// builds one from dq4) and a workgroup reduction (common/reduce*.wgsl).
+//
+// Prologue (RN > 0, RN = the row length): the residual step of norm/residual_norm.wgsl is
+// done here instead of in a dispatch of its own. Every workgroup computes
+//   x' = (x_in + RMS(a) · w_post) · scale,   input = RMS(x') · w_pre (with p.pre) or x'
+// into workgroup memory, in the same arithmetic order, and the first workgroup of the
+// first tile also stores x' to x_out (a different buffer from x_in: the others still read
+// x_in). In decode a dispatch costs ~5 µs on an H100 whatever it does; this costs each
+// workgroup a few reads from L2 and two reductions.
 //
 // TPR invocations share a row and stride over its chunks, so each reads whole blocks with
 // several loads in flight; WG / TPR rows per workgroup. The TPR partial sums of a row
@@ -30,6 +39,15 @@ struct Params {
     split_b: u32,
     y2_off: u32,
     y3_off: u32,
+    // Prologue (RN > 0): offsets of a, x_in (floats) and x_out, whether to store x'
+    // (first tile) and to apply w_pre, the layer scale and the norm epsilon.
+    a_off: u32,
+    xin_off: u32,
+    xout_off: u32,
+    store_x: u32,
+    pre: u32,
+    scale: f32,
+    eps: f32,
 }
 
 const GELU_PAIR: u32 = 1u;
@@ -43,8 +61,67 @@ const ROUTE: u32 = 3u;
 @group(0) @binding(4) var<storage, read> other: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y2: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y3: array<f32>;
+@group(0) @binding(7) var<storage, read> ra: array<f32>;
+@group(0) @binding(8) var<storage, read_write> x_out: array<f32>;
+@group(0) @binding(9) var<storage, read> w_post: array<f32>;
+@group(0) @binding(10) var<storage, read> w_pre: array<f32>;
 
 const ROWS: u32 = WG / TPR;
+// The staged input (RN > 0), and how many of its elements each invocation computes.
+const XS4: u32 = max(RN / 4u, 1u);
+const RKEEP: u32 = max((RN + WG - 1u) / WG, 1u);
+var<workgroup> xs: array<vec4<f32>, XS4>;
+
+fn xin(i: u32) -> vec4<f32> {
+    if (RN > 0u) {
+        return xs[i];
+    }
+    return x[i];
+}
+
+fn prologue(lid: u32, first: bool) {
+    var av: array<f32, RKEEP>;
+    var xv: array<f32, RKEEP>;
+    var ss = 0.0;
+    for (var j = 0u; j < RKEEP; j++) {
+        let i = min(lid + j * WG, RN - 1u);
+        let xi = p.xin_off + i;
+        av[j] = ra[p.a_off + i];
+        xv[j] = x[xi >> 2u][xi & 3u];
+        ss += select(0.0, av[j] * av[j], lid + j * WG < RN);
+    }
+    let r = inverseSqrt(wg_sum(ss, lid) / f32(RN) + p.eps);
+    ss = 0.0;
+    for (var j = 0u; j < RKEEP; j++) {
+        let i = lid + j * WG;
+        if (i < RN) {
+            var t = av[j] * r;
+            t *= w_post[i];
+            let v = (xv[j] + t) * p.scale;
+            if (first) {
+                x_out[p.xout_off + i] = v;
+            }
+            xv[j] = v;
+            ss += v * v;
+        }
+    }
+    var r2 = 1.0;
+    if (p.pre != 0u) {
+        r2 = inverseSqrt(wg_sum(ss, lid) / f32(RN) + p.eps);
+    }
+    for (var j = 0u; j < RKEEP; j++) {
+        let i = lid + j * WG;
+        if (i < RN) {
+            var v = xv[j];
+            if (p.pre != 0u) {
+                v = v * r2;
+                v *= w_pre[i];
+            }
+            xs[i >> 2u][i & 3u] = v;
+        }
+    }
+    workgroupBarrier();
+}
 
 fn gelu_tanh(v: f32) -> f32 {
     return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
@@ -53,6 +130,9 @@ fn gelu_tanh(v: f32) -> f32 {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let lin = wg.x + wg.y * p.groups_x;
+    if (RN > 0u) {
+        prologue(lid, lin == 0u && p.store_x != 0u);
+    }
     let lane = lid % TPR;
     let row = lin * ROWS + lid / TPR;
     // Rows past the end compute the last row again and are not written.

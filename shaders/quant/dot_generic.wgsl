@@ -3,5 +3,5 @@
 const CH: u32 = 4u;
 
 fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
-    return dot(dq4(row_byte, c), x[xo + c]);
+    return dot(dq4(row_byte, c), xin(xo + c));
 }

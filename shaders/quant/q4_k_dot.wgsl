@@ -14,8 +14,8 @@ fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
     let sm = k4_scale_min(b + 4u, s);
     let qo = (b + 16u + 32u * (s / 2u) + e % 32u) >> 2u;
     let sh = 4u * (s & 1u);
-    let xa = x[xo + 2u * c];
-    let xb = x[xo + 2u * c + 1u];
+    let xa = xin(xo + 2u * c);
+    let xb = xin(xo + 2u * c + 1u);
     let q = dot(bytes4((w[qo] >> sh) & 0x0F0F0F0Fu), xa) + dot(bytes4((w[qo + 1u] >> sh) & 0x0F0F0F0Fu), xb);
     let one = vec4<f32>(1.0);
     return (dm.x * sm.x) * q - (dm.y * sm.y) * (dot(one, xa) + dot(one, xb));

@@ -13,7 +13,7 @@ fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
     var s = 0.0;
     for (var g = 0u; g < 2u; g++) {
         let v = ((read_u32_even(qs + 4u * g) >> sh) & 0x0F0F0F0Fu) | (spread4(qh >> (4u * g)) << 4u);
-        s += dot(bytes4(v) - 16.0, x[xo + 2u * c + g]);
+        s += dot(bytes4(v) - 16.0, xin(xo + 2u * c + g));
     }
     return f16_at(b) * s;
 }

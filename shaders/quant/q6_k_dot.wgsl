@@ -17,7 +17,7 @@ fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
     for (var g = 0u; g < 2u; g++) {
         let lo = (read_u32_even(lb + 4u * g) >> (4u * (k >> 1u))) & 0x0F0F0F0Fu;
         let hi = ((read_u32_even(hb + 4u * g) >> (2u * k)) & 0x03030303u) << 4u;
-        s += dot(bytes4(lo | hi) - 32.0, x[xo + 2u * c + g]);
+        s += dot(bytes4(lo | hi) - 32.0, xin(xo + 2u * c + g));
     }
     return (f16_at(b + 208u) * sc) * s;
 }

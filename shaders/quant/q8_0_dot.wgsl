@@ -6,6 +6,6 @@ const CH: u32 = 8u;
 fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
     let b = row_byte + (c / 4u) * QB;
     let qb = b + 2u + 8u * (c % 4u);
-    let s = dot(sbytes4(read_u32_even(qb)), x[xo + 2u * c]) + dot(sbytes4(read_u32_even(qb + 4u)), x[xo + 2u * c + 1u]);
+    let s = dot(sbytes4(read_u32_even(qb)), xin(xo + 2u * c)) + dot(sbytes4(read_u32_even(qb + 4u)), xin(xo + 2u * c + 1u));
     return f16_at(b) * s;
 }

@@ -19,6 +19,9 @@ use crate::runtime::{Sampler, TextModel};
 use crate::{Error, Result};
 
 mod decode;
+mod residual;
+
+use residual::{Residual, Step};
 
 /// `RULLAMA_PROFILE=1` prints where each step's time goes (recording, submission, waiting).
 fn profile() -> bool {
@@ -63,7 +66,8 @@ struct Layer {
     post_ffw_norm: wgpu::Buffer,
     moe: Option<MoeLayer>,
     ple: Option<PleLayer>,
-    output_scale: Option<wgpu::Buffer>,
+    /// The layer scale, on the GPU and its value.
+    output_scale: Option<(wgpu::Buffer, f32)>,
 }
 
 /// The attention input projections. Where k (and v) have q's type they are stacked under
@@ -131,12 +135,16 @@ pub struct GpuModel {
     pub weight_bytes: u64,
     /// New caches hold K and V in f16 (half the memory; see `set_kv_f16`).
     kv_f16: bool,
+    /// Decode folds residual steps into the matvecs that read them (`forward::residual`).
+    fold_residual: bool,
 }
 
 /// Activation buffers for up to MAX_BATCH tokens.
 struct Scratch {
     ids: wgpu::Buffer,
     x: wgpu::Buffer,
+    /// One row: where a folded residual step moves the residual (`forward::residual`).
+    x2: wgpu::Buffer,
     y: wgpu::Buffer,
     q: wgpu::Buffer,
     attn: wgpu::Buffer,
@@ -353,6 +361,14 @@ impl Loader<'_> {
         Ok(Qkv { m, rows, k: None, v: v_apart })
     }
 
+    /// A one-element tensor (the layer scale): on the GPU, and its value.
+    fn scalar_alias(&mut self, names: [String; 2]) -> Result<(wgpu::Buffer, f32)> {
+        let name = self.first(&names)?;
+        let v = self.file.view(&name)?.to_f32()?;
+        let value = *v.first().ok_or_else(|| Error::Gguf(format!("{name} is empty")))?;
+        Ok((self.vector(&name)?, value))
+    }
+
     fn vector_alias(&mut self, names: [String; 2]) -> Result<wgpu::Buffer> {
         let n = self.first(&names)?;
         self.vector(&n)
@@ -458,7 +474,7 @@ impl GpuModel {
                 moe,
                 ple,
                 output_scale: match p.has_output_scale {
-                    true => Some(l.vector_alias(alias("layer_output_scale.weight", "layer_scalar.weight"))?),
+                    true => Some(l.scalar_alias(alias("layer_output_scale.weight", "layer_scalar.weight"))?),
                     false => None,
                 },
             });
@@ -466,7 +482,12 @@ impl GpuModel {
         }
         let weight_bytes = l.bytes;
         k.gpu.wait()?;
-        Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false })
+        // A folding matvec binds 10 storage buffers and stages one residual row.
+        let fold_residual = k.gpu.limits.max_storage_buffers_per_shader_stage >= 10
+            && cfg.hidden <= matmul::RESIDUAL_IN_MAX
+            && cfg.hidden.is_multiple_of(4)
+            && std::env::var_os("RULLAMA_NO_FOLD").is_none();
+        Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false, fold_residual })
     }
 
     /// Bytes a cache of `capacity` tokens plus the activation buffers take.
@@ -532,6 +553,7 @@ impl GpuModel {
         let s = Scratch {
             ids: kernel::storage(&k.gpu, "ids", (b * 4) as u64),
             x: f32_buf(k, "x", b * c.hidden),
+            x2: f32_buf(k, "x2", c.hidden),
             y: f32_buf(k, "y", b * c.hidden),
             q: f32_buf(k, "q", b * qmax),
             attn: f32_buf(k, "attn", b * qmax),
@@ -580,7 +602,7 @@ impl GpuModel {
         Batch::reusing(self.k.gpu.clone(), &cache.reuse)
     }
 
-    /// Run `tokens` through every layer, leaving the final hidden states in `s.x`.
+    /// Run `tokens` through every layer, leaving the final norm of the hidden states in `s.y`.
     /// Chunks of MAX_BATCH; the cache grows only if everything succeeds.
     fn run_layers(&self, tokens: &[u32], cache: &mut GpuCache, cancel: &AtomicBool) -> Result<()> {
         let t0 = Instant::now();
@@ -615,9 +637,7 @@ impl GpuModel {
         let c = &self.cfg;
         matmul::embed(&self.k, &mut b, &self.token_embd, ids, ids_off, n, c.embed_scale, &cache.s.x, 0)?;
         self.per_layer_inputs(&mut b, cache, ids, ids_off, n)?;
-        // The first layer's input norm; each layer's last step makes the next one's.
-        let first = &self.layers.first().ok_or_else(|| Error::Gguf("the model has no layers".into()))?.attn_norm;
-        norm::rms_norm_to(&self.k, &mut b, &cache.s.x, 0, &cache.s.y, 0, n, c.hidden, Some(first), c.eps, false)?;
+        let mut r = Residual::new(&cache.s.x, &cache.s.x2, self.fold_residual, n, c.hidden, c.eps);
         // With `cancel`, one layer group runs on the GPU while the next is recorded: the
         // host waits for group i - 1 after submitting group i, so the GPU never idles on
         // recording and a cancel takes effect within two groups. (Waiting for each group
@@ -627,7 +647,7 @@ impl GpuModel {
         let mut in_flight = None;
         for (li, chunk) in c.layers.chunks(LAYERS_PER_SUBMIT).enumerate() {
             for l in chunk {
-                self.layer(&mut b, l.index, cache, n, pos0)?;
+                self.layer(&mut b, l.index, cache, n, pos0, &mut r)?;
             }
             if let Some(cancel) = cancel
                 && (li + 1) * LAYERS_PER_SUBMIT < c.n_layers
@@ -641,6 +661,8 @@ impl GpuModel {
                 }
             }
         }
+        // The head reads the final norm from s.y.
+        r.flush(&self.k, &mut b, Some((&cache.s.y, &self.output_norm)))?;
         Ok(b)
     }
 
@@ -658,13 +680,15 @@ impl GpuModel {
         elementwise::add_scaled(k, b, &ps.inputs, 0, &ps.tok, 0, n * lp, std::f32::consts::FRAC_1_SQRT_2)
     }
 
-    fn layer(&self, b: &mut Batch, li: usize, cache: &GpuCache, n: usize, pos0: usize) -> Result<()> {
+    /// Record layer `li`. The residual stream `r` may hold the previous layer's last step,
+    /// and holds this layer's when it returns.
+    #[allow(clippy::too_many_arguments)]
+    fn layer<'a>(&'a self, b: &mut Batch, li: usize, cache: &'a GpuCache, n: usize, pos0: usize, r: &mut Residual<'a>) -> Result<()> {
         let c = &self.cfg;
         let k = &self.k;
         let s = &cache.s;
         let w = &self.layers[li];
         let plan = &c.layers[li];
-        let d = c.hidden;
         let (hd, vhd, kvh, nh) = (plan.head_dim, plan.v_head_dim, plan.n_kv_heads, c.n_heads);
         let rope = match plan.kind {
             AttnKind::Sliding => &c.rope_sliding,
@@ -672,15 +696,20 @@ impl GpuModel {
         };
         let factors = if rope.freq_factors { self.rope_freqs.as_ref() } else { None };
 
-        // Attention (s.y holds RMS(x; attn_norm): the previous residual step made it).
+        // Attention, on RMS(x; attn_norm): the one-token stacked projection folds in the
+        // pending residual step; everything else reads it from s.y.
         let qkv = &w.qkv;
+        let input = r.input(k, b, Some(&w.attn_norm), &s.y, n == 1 && qkv.k.is_none())?;
         let [qr, kr, vr] = qkv.rows;
         let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true };
         let (mut kg, mut vg) = (None, None);
         // With an f16 cache: the staged K and V rows, and the caches kv_store rounds them into.
         let mut store = None;
         if !plan.stores_kv() {
-            matmul::matmul(k, b, &qkv.m, &s.y, 0, n, &s.q, 0)?;
+            match n {
+                1 => matmul::matvec_input(k, b, &qkv.m, input, &s.q, 0)?,
+                _ => matmul::matmul(k, b, &qkv.m, &s.y, 0, n, &s.q, 0)?,
+            }
         } else {
             let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
             // This batch's K and V go straight into an f32 cache, or into f32 staging rows
@@ -694,7 +723,7 @@ impl GpuModel {
             };
             match (&qkv.k, n) {
                 // Stacked, one token: q, k (and v) in one dispatch.
-                (None, 1) => matmul::matvec_routed(k, b, &qkv.m, &s.y, 0, [(&s.q, 0, qr), (kc, ko, kr), (vc, vo, vr)])?,
+                (None, 1) => matmul::matvec_routed(k, b, &qkv.m, input, [(&s.q, 0, qr), (kc, ko, kr), (vc, vo, vr)])?,
                 (None, _) => {
                     matmul::matmul_rows(k, b, &qkv.m, 0, qr, &s.y, 0, n, &s.q, 0)?;
                     matmul::matmul_rows(k, b, &qkv.m, qr, kr, &s.y, 0, n, kc, ko)?;
@@ -737,15 +766,17 @@ impl GpuModel {
         let caches = attention::KvCaches { k: kc, v: vc, f16: cache.kv_f16 };
         attention::attention_split(k, b, &s.q, 0, n, nh, hd, caches, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
         matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
-        // x += RMS(a; post_attention_norm); y = RMS(x; ffn_norm)
-        norm::residual_norm(k, b, (&s.a, 0), (&s.x, 0), n, d, &w.post_attn_norm, None, Some((&s.y, 0, &w.ffn_norm)), c.eps)?;
+        // x += RMS(a; post_attention_norm); the FFN reads RMS(x; ffn_norm).
+        r.push(k, b, Step { a: &s.a, post: &w.post_attn_norm, scale: None })?;
+        let stacked = matches!(w.gate_up, GateUp::Stacked(_));
+        let input = r.input(k, b, Some(&w.ffn_norm), &s.y, n == 1 && stacked)?;
 
         // Feed-forward: dense, plus the MoE branch on MoE models.
         let f = plan.ffn_width;
         // GeGLU(gate, up) lands in s.gate, rows `stride` apart.
         let stride = match &w.gate_up {
             GateUp::Stacked(m) if n == 1 => {
-                matmul::matvec_geglu(k, b, m, &s.y, 0, &s.gate, 0)?;
+                matmul::matvec_geglu(k, b, m, input, &s.gate, 0)?;
                 f
             }
             GateUp::Stacked(m) => {
@@ -762,48 +793,44 @@ impl GpuModel {
         };
         matmul::matmul_strided(k, b, &w.down, &s.gate, 0, stride, n, &s.ffn, 0)?;
         if let (Some(m), Some(ms)) = (&w.moe, &s.moe) {
-            self.moe(b, m, ms, s, n)?;
+            self.moe(b, m, ms, s, r.x(), n)?;
         }
-        // The layer ends with x += RMS(ffn; post_ffw_norm) (then the PLE injection), the
-        // layer scale, and y = RMS(x; next layer's attn_norm, or output_norm after the last).
-        let next_norm = match self.layers.get(li + 1) {
-            Some(next) => &next.attn_norm,
-            None => &self.output_norm,
-        };
-        let end = Some((&s.y, 0, next_norm));
-        let scale = w.output_scale.as_ref();
+        // The layer ends with x += RMS(ffn; post_ffw_norm) (then the PLE injection) and the
+        // layer scale; the next layer (or the head) normalises x.
+        let scale = w.output_scale.as_ref().map(|(buf, v)| (buf, *v));
         match (&w.ple, &s.ple) {
             (Some(pw), Some(ps)) => {
-                norm::residual_norm(k, b, (&s.ffn, 0), (&s.x, 0), n, d, &w.post_ffw_norm, None, None, c.eps)?;
+                r.push(k, b, Step { a: &s.ffn, post: &w.post_ffw_norm, scale: None })?;
                 let (pd, lp) = (c.ple_dim, c.ple_dim * c.n_layers);
+                let input = r.input(k, b, None, &s.y, n == 1)?;
                 if n == 1 {
-                    matmul::matvec_gelu_mul(k, b, &pw.inp_gate, &s.x, 0, &ps.inputs, li * pd, &ps.g, 0)?;
+                    matmul::matvec_gelu_mul(k, b, &pw.inp_gate, input, &ps.inputs, li * pd, &ps.g, 0)?;
                 } else {
-                    matmul::matmul(k, b, &pw.inp_gate, &s.x, 0, n, &ps.g, 0)?;
+                    matmul::matmul(k, b, &pw.inp_gate, r.x(), 0, n, &ps.g, 0)?;
                     elementwise::geglu(k, b, &ps.g, 0, pd, &ps.inputs, li * pd, lp, n, pd)?;
                 }
                 matmul::matmul(k, b, &pw.proj, &ps.g, 0, n, &ps.p, 0)?;
-                norm::residual_norm(k, b, (&ps.p, 0), (&s.x, 0), n, d, &pw.post_norm, scale, end, c.eps)
+                r.push(k, b, Step { a: &ps.p, post: &pw.post_norm, scale })
             }
-            _ => norm::residual_norm(k, b, (&s.ffn, 0), (&s.x, 0), n, d, &w.post_ffw_norm, scale, end, c.eps),
+            _ => r.push(k, b, Step { a: &s.ffn, post: &w.post_ffw_norm, scale }),
         }
     }
 
     /// MoE branch (spec §6.6), added to the dense branch's output in `s.ffn` after both
-    /// are post-normed. `s.x` (the residual after attention) is the router input.
-    fn moe(&self, b: &mut Batch, m: &MoeLayer, ms: &MoeScratch, s: &Scratch, n: usize) -> Result<()> {
+    /// are post-normed. `x` (the residual after attention) is the router input.
+    fn moe(&self, b: &mut Batch, m: &MoeLayer, ms: &MoeScratch, s: &Scratch, x: &wgpu::Buffer, n: usize) -> Result<()> {
         let c = &self.cfg;
         let k = &self.k;
         let mc = c.moe.as_ref().expect("MoE layer implies MoE config");
         let (d, fe, kk) = (c.hidden, mc.expert_ffn, mc.n_used);
         norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&m.post_norm_1), c.eps)?;
         // Router: RMS0(x) · D^-½ ⊙ scale, then logits, softmax, top-k, renormalise, × expert scale.
-        norm::rms_norm_to(k, b, &s.x, 0, &ms.z, 0, n, d, Some(&m.router_scale), c.eps, false)?;
+        norm::rms_norm_to(k, b, x, 0, &ms.z, 0, n, d, Some(&m.router_scale), c.eps, false)?;
         elementwise::scale(k, b, &ms.z, 0, n * d, (d as f32).powf(-0.5))?;
         matmul::matmul(k, b, &m.router, &ms.z, 0, n, &ms.router_logits, 0)?;
         moe::moe_route(k, b, &ms.router_logits, 0, n, mc.n_experts, kk, &m.per_expert_scale, &ms.ids, &ms.weights)?;
         // Experts see RMS(x; pre_ffw_norm_2).
-        norm::rms_norm_to(k, b, &s.x, 0, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps, false)?;
+        norm::rms_norm_to(k, b, x, 0, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps, false)?;
         match m.gate_up.as_slice() {
             [fused] => {
                 matmul::matmul_experts(k, b, fused, 2 * fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
@@ -836,7 +863,7 @@ impl GpuModel {
         Ok(())
     }
 
-    /// Head for row `row` of `s.x`, the repetition penalty over the history in `s.hist`
+    /// Head for row `row` of `s.y` (the final norm), the repetition penalty over the history in `s.hist`
     /// that ends at logical index `hist_end`, then the next token by the rules of `o`
     /// (greedy, or temperature sampling for the draw `u`), written as a u32 at `out[out_idx]`.
     #[allow(clippy::too_many_arguments)]
@@ -882,7 +909,7 @@ impl GpuModel {
     }
 
     /// Run `tokens` in chunks of MAX_BATCH, calling `after` with each chunk's length once its
-    /// hidden states are in `s.x`. On any error the cache is left as it was.
+    /// final norms are in `s.y`. On any error the cache is left as it was.
     fn evaluate(
         &self,
         tokens: &[u32],

@@ -61,6 +61,64 @@ struct MatvecParams {
     split_b: u32,
     y2_off: u32,
     y3_off: u32,
+    a_off: u32,
+    xin_off: u32,
+    xout_off: u32,
+    store_x: u32,
+    pre: u32,
+    scale: f32,
+    eps: f32,
+}
+
+/// The input of a one-token matvec: a vector, or the result of a residual step that the
+/// matvec's workgroups make themselves (see `ResidualIn`).
+#[derive(Clone, Copy)]
+pub enum MatvecIn<'a> {
+    /// x at element offset (a multiple of 4).
+    Vector(&'a wgpu::Buffer, usize),
+    Residual(ResidualIn<'a>),
+}
+
+/// `norm::residual_norm` for one row, folded into the matvec that reads its result (each
+/// workgroup recomputes it; dispatches, not arithmetic, dominate decode):
+/// `x_out = (x_in + RMS(a) · post) · scale`, and the matvec's input is `RMS(x_out) · pre`
+/// with `pre`, else `x_out`. `x_in` and `x_out` must be different buffers. CPU twin:
+/// `cpu::ops::rms_norm_to` accumulating, the scale, `rms_norm_to`, then the matmul.
+#[derive(Clone, Copy)]
+pub struct ResidualIn<'a> {
+    pub a: (&'a wgpu::Buffer, usize),
+    pub x_in: (&'a wgpu::Buffer, usize),
+    pub x_out: (&'a wgpu::Buffer, usize),
+    pub post: &'a wgpu::Buffer,
+    pub pre: Option<&'a wgpu::Buffer>,
+    pub scale: f32,
+    pub eps: f32,
+}
+
+/// Longest row a `ResidualIn` matvec stages (16 KiB of workgroup memory).
+pub const RESIDUAL_IN_MAX: usize = 4096;
+
+impl MatvecIn<'_> {
+    /// Check the input for a matrix of `cols` columns (`op` names the caller).
+    fn check(&self, op: &str, cols: usize) -> Result<()> {
+        match self {
+            MatvecIn::Vector(x, off) => {
+                check_x_off(*off)?;
+                check_len(x, &format!("{op} input"), off + cols)
+            }
+            MatvecIn::Residual(r) => {
+                if cols > RESIDUAL_IN_MAX || !cols.is_multiple_of(4) {
+                    return Err(Error::Input(format!("{op}: a residual input of {cols} (a multiple of 4, at most {RESIDUAL_IN_MAX})")));
+                }
+                let x_in = (r.x_in.0, r.x_in.1 + cols);
+                let mut need = vec![(r.a.0, r.a.1 + cols), x_in, (r.x_out.0, r.x_out.1 + cols), (r.post, cols)];
+                if let Some(pre) = r.pre {
+                    need.push((pre, cols));
+                }
+                super::check_fits(op, &need)
+            }
+        }
+    }
 }
 
 /// What matvec.wgsl does with each row's dot product.
@@ -246,7 +304,7 @@ pub fn matmul_strided(
     check_len(x, "matmul input", x_off + (n - 1) * x_stride + w.cols)?;
     check_len(y, "matmul output", y_off + n * w.rows)?;
     if n == 1 {
-        return matvec(k, b, w, x, x_off, y, y_off, Epilogue::None);
+        return matvec(k, b, w, MatvecIn::Vector(x, x_off), y, y_off, Epilogue::None);
     }
     plain_matmul(k, b, w, None, x, x_off, x_stride, n, y, y_off)
 }
@@ -306,14 +364,13 @@ fn matvec_chunk(ty: GgmlType) -> usize {
 /// (2F rows, one binding tile) and `y[r] = gelu_tanh(gate_r · x) · (up_r · x)`, r < F.
 /// CPU twin: `cpu::ops::matmul` of gate and up, then `cpu::ops::geglu`.
 #[allow(clippy::too_many_arguments)]
-pub fn matvec_geglu(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
+pub fn matvec_geglu(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: MatvecIn, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
     if w.tiles().len() != 1 || !w.rows.is_multiple_of(2) {
         return Err(Error::Input(format!("matvec_geglu: [gate; up] must be one tile of an even number of rows ({} rows in {} tiles)", w.rows, w.tiles().len())));
     }
-    check_x_off(x_off)?;
-    check_len(x, "matvec_geglu input", x_off + w.cols)?;
+    x.check("matvec_geglu", w.cols)?;
     check_len(y, "matvec_geglu output", y_off + w.rows / 2)?;
-    matvec(k, b, w, x, x_off, y, y_off, Epilogue::GeluPair)
+    matvec(k, b, w, x, y, y_off, Epilogue::GeluPair)
 }
 
 /// One token: `y[r] = gelu_tanh(w_r · x) · other[other_off + r]` (the per-layer-embedding
@@ -323,30 +380,35 @@ pub fn matvec_gelu_mul(
     k: &Kernels,
     b: &mut Batch,
     w: &GpuMatrix,
-    x: &wgpu::Buffer,
-    x_off: usize,
+    x: MatvecIn,
     other: &wgpu::Buffer,
     other_off: usize,
     y: &wgpu::Buffer,
     y_off: usize,
 ) -> Result<()> {
-    check_x_off(x_off)?;
-    check_len(x, "matvec_gelu_mul input", x_off + w.cols)?;
+    x.check("matvec_gelu_mul", w.cols)?;
     check_len(other, "matvec_gelu_mul other", other_off + w.rows)?;
     check_len(y, "matvec_gelu_mul output", y_off + w.rows)?;
-    matvec(k, b, w, x, x_off, y, y_off, Epilogue::GeluMul(other, other_off))
+    matvec(k, b, w, x, y, y_off, Epilogue::GeluMul(other, other_off))
+}
+
+/// One token: `y[r] = Σ_c w[r, c] · x[c]` for an input that may fold a residual step in.
+/// CPU twin: `cpu::ops::matmul` (after the residual step's ops).
+pub fn matvec_input(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: MatvecIn, y: &wgpu::Buffer, y_off: usize) -> Result<()> {
+    x.check("matvec_input", w.cols)?;
+    check_len(y, "matvec_input output", y_off + w.rows)?;
+    matvec(k, b, w, x, y, y_off, Epilogue::None)
 }
 
 /// One token through a matrix stacking [a; b; c] (one tile): rows of part i go to
 /// `outs[i]` = (buffer, element offset, rows); a part of 0 rows is absent. CPU twin:
 /// `cpu::ops::matmul` of each part.
-pub fn matvec_routed(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, outs: [(&wgpu::Buffer, usize, usize); 3]) -> Result<()> {
+pub fn matvec_routed(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: MatvecIn, outs: [(&wgpu::Buffer, usize, usize); 3]) -> Result<()> {
     let total: usize = outs.iter().map(|o| o.2).sum();
     if w.tiles().len() != 1 || total != w.rows {
         return Err(Error::Input(format!("matvec_routed: parts of {total} rows for a matrix of {} rows in {} tiles", w.rows, w.tiles().len())));
     }
-    check_x_off(x_off)?;
-    check_len(x, "matvec_routed input", x_off + w.cols)?;
+    x.check("matvec_routed", w.cols)?;
     for (i, (buf, off, rows)) in outs.iter().enumerate() {
         check_len(buf, &format!("matvec_routed output {i}"), off + rows)?;
     }
@@ -355,7 +417,7 @@ pub fn matvec_routed(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer
     let split_b = a.2 + bb.2;
     // An absent part binds a stand-in (its rows are none).
     let (y2, y3) = ((bb.0, bb.1), if c.2 > 0 { (c.0, c.1) } else { (&k.scratch("matvec/y3", 4), 0) });
-    matvec(k, b, w, x, x_off, a.0, a.1, Epilogue::Route { split_a, split_b, y2, y3 })
+    matvec(k, b, w, x, a.0, a.1, Epilogue::Route { split_a, split_b, y2, y3 })
 }
 
 /// Rows `[first, first + rows)` of `w` (one tile) for `n` tokens: `y[t, r] = Σ_c w[first + r, c] · x[t, c]`,
@@ -376,22 +438,35 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 
 /// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`, then the epilogue.
 #[allow(clippy::too_many_arguments)]
-fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
+fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
     let chunks = w.cols / matvec_chunk(w.ty);
     let tpr = matvec_tpr(chunks);
     let cpt = chunks.div_ceil(tpr);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
     let sg = k.use_subgroups && k.gpu.subgroups_32;
-    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/{}", w.ty, if sg { "sg" } else { "wg" });
+    // RN: the staged row length of a residual input (0: x is read from its buffer).
+    let rn = if matches!(input, MatvecIn::Residual(_)) { w.cols } else { 0 };
+    let (wg_reduce, tag) = super::reduce(k);
+    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}{tag}", w.ty, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
-        parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC, reduce]);
-        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite] }
+        parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC, reduce, &wg_reduce]);
+        let (r, rw) = (Access::Read, Access::ReadWrite);
+        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r] }
     })?;
+    let stand_x = k.scratch("matvec/x_out", 4);
+    let (x, x_off, resid) = match input {
+        MatvecIn::Vector(x, off) => (x, off, None),
+        MatvecIn::Residual(r) => (r.x_in.0, 0, Some(r)),
+    };
+    let (a, x_out, post, pre) = match &resid {
+        Some(r) => (r.a.0, r.x_out.0, r.post, r.pre.unwrap_or(&k.dummy)),
+        None => (&k.dummy, &stand_x, &k.dummy, &k.dummy),
+    };
     let rows_per_group = MATVEC_WG / tpr;
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
     // Unused outputs bind stand-ins: writable bindings may not share a buffer.
@@ -420,8 +495,15 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: us
             split_b: split_b as u32,
             y2_off: y2.1 as u32,
             y3_off: y3.1 as u32,
+            a_off: resid.map_or(0, |r| r.a.1 as u32),
+            xin_off: resid.map_or(0, |r| r.x_in.1 as u32),
+            xout_off: resid.map_or(0, |r| r.x_out.1 as u32),
+            store_x: (tile.row0 == 0) as u32,
+            pre: resid.is_some_and(|r| r.pre.is_some()) as u32,
+            scale: resid.map_or(1.0, |r| r.scale),
+            eps: resid.map_or(0.0, |r| r.eps),
         };
-        b.dispatch(&kernel, &[&tile.buffer, x, y, other, y2.0, y3.0], &p, grid)?;
+        b.dispatch(&kernel, &[&tile.buffer, x, y, other, y2.0, y3.0, a, x_out, post, pre], &p, grid)?;
     }
     Ok(())
 }
