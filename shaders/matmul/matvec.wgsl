@@ -80,14 +80,19 @@ fn xin(i: u32) -> vec4<f32> {
 }
 
 fn prologue(lid: u32, first: bool) {
+    // Every input is read up front: one wait on memory, not one per phase.
     var av: array<f32, RKEEP>;
     var xv: array<f32, RKEEP>;
+    var wa: array<f32, RKEEP>;
+    var wb: array<f32, RKEEP>;
     var ss = 0.0;
     for (var j = 0u; j < RKEEP; j++) {
         let i = min(lid + j * WG, RN - 1u);
         let xi = p.xin_off + i;
         av[j] = ra[p.a_off + i];
         xv[j] = x[xi >> 2u][xi & 3u];
+        wa[j] = w_post[i];
+        wb[j] = w_pre[i];
         ss += select(0.0, av[j] * av[j], lid + j * WG < RN);
     }
     let r = inverseSqrt(wg_sum(ss, lid) / f32(RN) + p.eps);
@@ -96,7 +101,7 @@ fn prologue(lid: u32, first: bool) {
         let i = lid + j * WG;
         if (i < RN) {
             var t = av[j] * r;
-            t *= w_post[i];
+            t *= wa[j];
             let v = (xv[j] + t) * p.scale;
             if (first) {
                 x_out[p.xout_off + i] = v;
@@ -115,7 +120,7 @@ fn prologue(lid: u32, first: bool) {
             var v = xv[j];
             if (p.pre != 0u) {
                 v = v * r2;
-                v *= w_pre[i];
+                v *= wb[j];
             }
             xs[i >> 2u][i & 3u] = v;
         }

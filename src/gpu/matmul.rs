@@ -464,7 +464,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         MatvecIn::Residual(r) => (r.x_in.0, 0, Some(r)),
     };
     let (a, x_out, post, pre) = match &resid {
-        Some(r) => (r.a.0, r.x_out.0, r.post, r.pre.unwrap_or(&k.dummy)),
+        Some(r) => (r.a.0, r.x_out.0, r.post, r.pre.unwrap_or(r.post)),
         None => (&k.dummy, &stand_x, &k.dummy, &k.dummy),
     };
     let rows_per_group = MATVEC_WG / tpr;

@@ -1,0 +1,70 @@
+//! Micro-benchmark of the small decode kernels one at a time: decode attention (split and
+//! merged, and as one workgroup per head) at several depths, the residual step, and a matvec
+//! with and without the residual step folded in. Each figure is the time per dispatch over
+//! many dependent dispatches of one batch (so it includes the per-dispatch cost a decode
+//! step pays). Prints numbers only.
+//!
+//! `cargo run --release --example decode_bench [reps]` (RULLAMA_ADAPTER picks the GPU).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rullama::gguf::GgmlType;
+use rullama::gpu::attention::{self, KvCaches};
+use rullama::gpu::matmul::{MatvecIn, ResidualIn, matvec_input};
+use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, kernel, norm};
+
+/// Seconds per call of `record`, over `reps` calls recorded in one batch.
+fn time(k: &Kernels, reps: usize, record: &dyn Fn(&mut Batch)) -> f64 {
+    let run = |reps: usize| {
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4 * reps);
+        for _ in 0..reps {
+            record(&mut b);
+        }
+        let t0 = Instant::now();
+        b.submit().unwrap();
+        k.gpu.wait().unwrap();
+        t0.elapsed().as_secs_f64()
+    };
+    run(2);
+    run(reps) / reps as f64
+}
+
+fn main() -> rullama::Result<()> {
+    let reps: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let k = Kernels::new(Gpu::get()?);
+    println!("adapter: {} ({:?})", k.gpu.info.name, k.gpu.info.backend);
+    let f = |n: usize, v: f32| kernel::upload(&k.gpu, "v", bytemuck::cast_slice(&vec![v; n]));
+    let empty = |n: usize| kernel::storage(&k.gpu, "o", (n * 4) as u64);
+    // Attention at the 270M (4 heads, 1 KV head) and E2B sliding (8 heads, 1 KV head) shapes.
+    for (heads, hd) in [(4usize, 256usize), (8, 256)] {
+        let cap = 4096;
+        let (q, kc, vc, out) = (f(heads * hd, 0.1), f(cap * hd, 0.01), f(cap * hd, 0.5), empty(heads * hd));
+        let kv = KvCaches { k: &kc, v: &vc, f16: false };
+        for keys in [16, 48, 256, 1024, 4096] {
+            let split = time(&k, reps, &|b| attention::attention_split(&k, b, &q, 0, 1, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, 0).unwrap());
+            let one = time(&k, reps / 4 + 2, &|b| attention::attention(&k, b, &q, 0, 1, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, 0).unwrap());
+            println!("attention {heads} heads hd {hd}, {keys:>4} keys: split+merge {:7.2} us, one workgroup per head {:8.2} us", split * 1e6, one * 1e6);
+        }
+    }
+    for n in [640usize, 1536] {
+        let (a, x, y, w) = (f(n, 0.3), f(n, 1.0), empty(n), f(n, 1.1));
+        let t = time(&k, reps, &|b| norm::residual_norm(&k, b, (&a, 0), (&x, 0), 1, n, &w, None, Some((&y, 0, &w)), 1e-6).unwrap());
+        println!("residual_norm {n}: {:7.2} us", t * 1e6);
+    }
+    // The E2B q projection (Q4_K 2048 x 1536) and the 270M one (Q5_0 1024 x 640), plain and folded.
+    for (ty, rows, cols) in [(GgmlType::Q4_K, 2048usize, 1536usize), (GgmlType::Q5_0, 1024, 640)] {
+        let bytes = rows * cols / ty.block_elems() * ty.block_bytes();
+        let mut data = vec![0u8; bytes];
+        for b in data.chunks_exact_mut(ty.block_bytes()) {
+            b[0..2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+        }
+        let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data)?;
+        let (a, x, x2, y, nw) = (f(cols, 0.3), f(cols, 1.0), empty(cols), empty(rows), f(cols, 1.1));
+        let plain = time(&k, reps, &|b| matvec_input(&k, b, &w, MatvecIn::Vector(&x, 0), &y, 0).unwrap());
+        let r = ResidualIn { a: (&a, 0), x_in: (&x, 0), x_out: (&x2, 0), post: &nw, pre: Some(&nw), scale: 1.0, eps: 1e-6 };
+        let folded = time(&k, reps, &|b| matvec_input(&k, b, &w, MatvecIn::Residual(r), &y, 0).unwrap());
+        println!("matvec {ty} {rows}x{cols}: plain {:7.2} us, residual step folded in {:7.2} us", plain * 1e6, folded * 1e6);
+    }
+    Ok(())
+}
