@@ -699,7 +699,7 @@ impl GpuModel {
         // Attention, on RMS(x; attn_norm): the one-token stacked projection folds in the
         // pending residual step; everything else reads it from s.y.
         let qkv = &w.qkv;
-        let input = r.input(k, b, Some(&w.attn_norm), &s.y, n == 1 && qkv.k.is_none())?;
+        let input = r.input(k, b, Some(&w.attn_norm), &s.y, (n == 1 && qkv.k.is_none()).then_some(qkv.m.rows))?;
         let [qr, kr, vr] = qkv.rows;
         let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true };
         let (mut kg, mut vg) = (None, None);
@@ -768,8 +768,11 @@ impl GpuModel {
         matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
         // x += RMS(a; post_attention_norm); the FFN reads RMS(x; ffn_norm).
         r.push(k, b, Step { a: &s.a, post: &w.post_attn_norm, scale: None })?;
-        let stacked = matches!(w.gate_up, GateUp::Stacked(_));
-        let input = r.input(k, b, Some(&w.ffn_norm), &s.y, n == 1 && stacked)?;
+        let pairs = match &w.gate_up {
+            GateUp::Stacked(m) if n == 1 => Some(m.rows / 2),
+            _ => None,
+        };
+        let input = r.input(k, b, Some(&w.ffn_norm), &s.y, pairs)?;
 
         // Feed-forward: dense, plus the MoE branch on MoE models.
         let f = plan.ffn_width;
@@ -802,7 +805,7 @@ impl GpuModel {
             (Some(pw), Some(ps)) => {
                 r.push(k, b, Step { a: &s.ffn, post: &w.post_ffw_norm, scale: None })?;
                 let (pd, lp) = (c.ple_dim, c.ple_dim * c.n_layers);
-                let input = r.input(k, b, None, &s.y, n == 1)?;
+                let input = r.input(k, b, None, &s.y, (n == 1).then_some(pw.inp_gate.rows))?;
                 if n == 1 {
                     matmul::matvec_gelu_mul(k, b, &pw.inp_gate, input, &ps.inputs, li * pd, &ps.g, 0)?;
                 } else {
