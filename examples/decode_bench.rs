@@ -66,5 +66,24 @@ fn main() -> rullama::Result<()> {
         let folded = time(&k, reps, &|b| matvec_input(&k, b, &w, MatvecIn::Residual(r), &y, 0).unwrap());
         println!("matvec {ty} {rows}x{cols}: plain {:7.2} us, residual step folded in {:7.2} us", plain * 1e6, folded * 1e6);
     }
+    // Matvecs as decode meets them: weights from memory, not cache (enough copies of the
+    // matrix to pass through a 50 MB L2 before one is read again).
+    for (ty, rows, cols, copies) in [(GgmlType::Q4_K, 2048usize, 1536usize, 96usize), (GgmlType::Q4_K, 12288, 1536, 16), (GgmlType::Q5_0, 1024, 640, 384), (GgmlType::Q6_K, 1536, 6144, 32)] {
+        let bytes = rows * cols / ty.block_elems() * ty.block_bytes();
+        let mut data = vec![0u8; bytes];
+        let at = if ty == GgmlType::Q6_K { 208 } else { 0 };
+        for b in data.chunks_exact_mut(ty.block_bytes()) {
+            b[at..at + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+        }
+        let ws: Vec<GpuMatrix> = (0..copies).map(|_| GpuMatrix::upload(&k, "w", ty, cols, rows, &data)).collect::<rullama::Result<_>>()?;
+        let (x, y) = (f(cols, 1.0), empty(rows));
+        let n = ws.len();
+        let i = std::cell::Cell::new(0usize);
+        let t = time(&k, 4 * n, &|b| {
+            matvec_input(&k, b, &ws[i.get() % n], MatvecIn::Vector(&x, 0), &y, 0).unwrap();
+            i.set(i.get() + 1);
+        });
+        println!("matvec {ty} {rows}x{cols} from memory: {:7.2} us  {:7.1} GB/s", t * 1e6, bytes as f64 / t / 1e9);
+    }
     Ok(())
 }
