@@ -1,22 +1,54 @@
-// Q4_K chunk dot product (see shaders/matmul/matvec.wgsl): a chunk is 8 consecutive
-// elements, a quarter of a 32-element sub-block, so the 32 invocations of a row cover one
-// whole block per step and each of their reads (qs, x) is contiguous across invocations.
-// (Chunks of a whole 64-element sub-block pair read x 256 bytes apart per invocation:
-// every load instruction touched 32 cache lines.) Blocks are 144 bytes and rows whole
-// blocks, so every field is word-aligned.
-const CH: u32 = 8u;
+// Q4_K chunk dot product (see shaders/matmul/matvec.wgsl): a chunk is 32 elements, the 16
+// quant bytes at 16j of a block's qs (j < 8), read with one 16-byte load: their low nibbles
+// are elements 16(j%2) .. +15 of sub-block 2(j/2), their high nibbles the same elements of
+// sub-block 2(j/2)+1. A second 16-byte load brings the block's d, dmin and 12 scale bytes.
+// Blocks are 144 = 9 · 16 bytes and rows whole blocks, so both loads are aligned. (Chunks
+// of 8 elements took seven 4-byte loads for 4 bytes of quants: E2B's layer matvecs streamed
+// at 130–400 GB/s.) w4 is the weight tile bound a second time, as 16-byte words.
+@group(0) @binding(11) var<storage, read> w4: array<vec4<u32>>;
+
+const CH: u32 = 32u;
+
+// Byte i (< 12) of the scales held in head.yzw.
+fn k4_reg_byte(head: vec4<u32>, i: u32) -> u32 {
+    let word = select(select(head.w, head.z, i < 8u), head.y, i < 4u);
+    return (word >> (8u * (i % 4u))) & 0xFFu;
+}
+
+// k4_scale_min (k4_scales.wgsl) of sub-block j from the block head in registers.
+fn k4_reg_scale_min(head: vec4<u32>, j: u32) -> vec2<f32> {
+    if (j < 4u) {
+        return vec2<f32>(f32(k4_reg_byte(head, j) & 63u), f32(k4_reg_byte(head, j + 4u) & 63u));
+    }
+    let a = k4_reg_byte(head, j + 4u);
+    let lo = (a & 15u) | ((k4_reg_byte(head, j - 4u) >> 6u) << 4u);
+    let hi = (a >> 4u) | ((k4_reg_byte(head, j) >> 6u) << 4u);
+    return vec2<f32>(f32(lo), f32(hi));
+}
 
 fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
-    let b = row_byte + (c / 32u) * QB;
-    let e = (c % 32u) * 8u;
-    let s = e / 32u;
-    let dm = unpack2x16float(w[b >> 2u]);
-    let sm = k4_scale_min(b + 4u, s);
-    let qo = (b + 16u + 32u * (s / 2u) + e % 32u) >> 2u;
-    let sh = 4u * (s & 1u);
-    let xa = xin(xo + 2u * c);
-    let xb = xin(xo + 2u * c + 1u);
-    let q = dot(bytes4((w[qo] >> sh) & 0x0F0F0F0Fu), xa) + dot(bytes4((w[qo + 1u] >> sh) & 0x0F0F0F0Fu), xb);
+    let b = row_byte + (c / 8u) * QB;
+    let j = c % 8u;
+    let g = j / 2u;
+    let head = w4[b >> 4u];
+    let qv = w4[(b + 16u + 16u * j) >> 4u];
+    let dm = unpack2x16float(head.x);
+    let s0 = k4_reg_scale_min(head, 2u * g);
+    let s1 = k4_reg_scale_min(head, 2u * g + 1u);
+    // x vec4 of element 16(j%2) of sub-block 2g; sub-block 2g+1 is 32 elements (8 vec4) on.
+    let e = xo + (c / 8u) * 64u + 16u * g + 4u * (j % 2u);
+    var lo = 0.0;
+    var hi = 0.0;
+    var sx_lo = 0.0;
+    var sx_hi = 0.0;
     let one = vec4<f32>(1.0);
-    return (dm.x * sm.x) * q - (dm.y * sm.y) * (dot(one, xa) + dot(one, xb));
+    for (var i = 0u; i < 4u; i++) {
+        let xl = xin(e + i);
+        let xh = xin(e + 8u + i);
+        lo += dot(bytes4(qv[i] & 0x0F0F0F0Fu), xl);
+        hi += dot(bytes4((qv[i] >> 4u) & 0x0F0F0F0Fu), xh);
+        sx_lo += dot(one, xl);
+        sx_hi += dot(one, xh);
+    }
+    return (dm.x * s0.x) * lo - (dm.y * s0.y) * sx_lo + ((dm.x * s1.x) * hi - (dm.y * s1.y) * sx_hi);
 }

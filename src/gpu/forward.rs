@@ -482,8 +482,8 @@ impl GpuModel {
         }
         let weight_bytes = l.bytes;
         k.gpu.wait()?;
-        // A folding matvec binds 10 storage buffers and stages one residual row.
-        let fold_residual = k.gpu.limits.max_storage_buffers_per_shader_stage >= 10
+        // The matvec binds 11 storage buffers; a folding one stages one residual row.
+        let fold_residual = k.gpu.limits.max_storage_buffers_per_shader_stage >= 11
             && cfg.hidden <= matmul::RESIDUAL_IN_MAX
             && cfg.hidden.is_multiple_of(4)
             && std::env::var_os("RULLAMA_NO_FOLD").is_none();

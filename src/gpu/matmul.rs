@@ -352,10 +352,12 @@ fn plain_matmul(
 }
 
 /// Elements per chunk of the matvec kernel for `ty` (the `CH` of its chunk dot product):
-/// 8 for the types with their own (so a row's invocations read contiguously), else 4.
+/// 32 for Q4_K (16-byte loads), 8 for the other types with their own (so a row's invocations
+/// read contiguously), else 4.
 fn matvec_chunk(ty: GgmlType) -> usize {
     match ty {
-        GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q4_K | GgmlType::Q6_K => 8,
+        GgmlType::Q4_K => 32,
+        GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q6_K => 8,
         _ => 4,
     }
 }
@@ -456,7 +458,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         parts.extend(&quant);
         parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC, reduce, &wg_reduce]);
         let (r, rw) = (Access::Read, Access::ReadWrite);
-        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r] }
+        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r, r] }
     })?;
     let stand_x = k.scratch("matvec/x_out", 4);
     let (x, x_off, resid) = match input {
@@ -503,7 +505,8 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
             scale: resid.map_or(1.0, |r| r.scale),
             eps: resid.map_or(0.0, |r| r.eps),
         };
-        b.dispatch(&kernel, &[&tile.buffer, x, y, other, y2.0, y3.0, a, x_out, post, pre], &p, grid)?;
+        // The weights are bound twice: as 4-byte words (w) and 16-byte words (w4).
+        b.dispatch(&kernel, &[&tile.buffer, x, y, other, y2.0, y3.0, a, x_out, post, pre, &tile.buffer], &p, grid)?;
     }
     Ok(())
 }
