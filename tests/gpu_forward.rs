@@ -95,21 +95,31 @@ fn cancel_and_errors_leave_the_cache_unchanged() {
     assert_eq!(cache.len(), 3);
 }
 
-/// Real weights: GPU vs CPU logits on the paragraph (Q4_K/Q5_0/Q6_K/Q8_0 kernels, 18 layers).
+/// Real weights: GPU vs CPU logits on the paragraph (Q4_K/Q5_0/Q6_K/Q8_0 kernels, 18 layers),
+/// all at once and then token by token (the decode path: residual steps folded into the
+/// matvecs, whose q/k and v projections are separate matrices in this file, and split
+/// attention).
 #[test]
 fn real_gemma3_270m_gpu_matches_cpu() {
     let f = Arc::new(GgufFile::open(common::demo_gguf()).unwrap());
     let gpu = GpuModel::load(f.clone()).unwrap();
     let cpu = CpuModel::load(f).unwrap();
-    let toks: Vec<u32> = npy::read::<i32>(common::fixture("gemma3_270m_ref/tokens.npy")).unwrap().data.iter().map(|&t| t as u32).collect();
-    let toks = &toks[..40];
+    let all: Vec<u32> = npy::read::<i32>(common::fixture("gemma3_270m_ref/tokens.npy")).unwrap().data.iter().map(|&t| t as u32).collect();
+    let (toks, next) = (&all[..40], &all[40..46]);
     let no = AtomicBool::new(false);
-    let mut gc = gpu.new_cache(toks.len());
+    let mut gc = gpu.new_cache(46);
     let g = gpu.forward(toks, &mut gc, Logits::All, &no).unwrap();
-    let mut cc = cpu.new_cache(toks.len());
+    let mut cc = cpu.new_cache(46);
     let c = cpu.forward(toks, &mut cc, Logits::All).unwrap();
     let rel = compare("270M GPU vs CPU", &g, &c, gpu.cfg.vocab);
     eprintln!("270M: GPU vs CPU {rel:.2e} × std");
+    let (mut g, mut c) = (Vec::new(), Vec::new());
+    for &t in next {
+        g.extend(gpu.forward(&[t], &mut gc, Logits::All, &no).unwrap());
+        c.extend(cpu.forward(&[t], &mut cc, Logits::All).unwrap());
+    }
+    let rel = compare("270M GPU vs CPU, token by token", &g, &c, gpu.cfg.vocab);
+    eprintln!("270M token by token: GPU vs CPU {rel:.2e} × std");
 }
 
 /// The estimate available before loading equals what loading then allocates.

@@ -696,20 +696,23 @@ impl GpuModel {
         };
         let factors = if rope.freq_factors { self.rope_freqs.as_ref() } else { None };
 
-        // Attention, on RMS(x; attn_norm): the one-token stacked projection folds in the
-        // pending residual step; everything else reads it from s.y.
+        // Attention, on RMS(x; attn_norm). One token: every projection gets `input`, which may
+        // fold in the pending residual step (each matvec then makes it, with the same result;
+        // s.y is not written); several: they read s.y.
         let qkv = &w.qkv;
-        let input = r.input(k, b, Some(&w.attn_norm), &s.y, (n == 1 && qkv.k.is_none()).then_some(qkv.m.rows))?;
+        let widest = [qkv.k.as_ref(), qkv.v.as_ref()].into_iter().flatten().map(|m| m.rows).fold(qkv.m.rows, usize::max);
+        let input = r.input(k, b, Some(&w.attn_norm), &s.y, (n == 1).then_some(widest))?;
+        let proj = |b: &mut Batch, m: &GpuMatrix, dst: &wgpu::Buffer, off: usize| match n {
+            1 => matmul::matvec_input(k, b, m, input, dst, off),
+            _ => matmul::matmul(k, b, m, &s.y, 0, n, dst, off),
+        };
         let [qr, kr, vr] = qkv.rows;
         let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true };
         let (mut kg, mut vg) = (None, None);
         // With an f16 cache: the staged K and V rows, and the caches kv_store rounds them into.
         let mut store = None;
         if !plan.stores_kv() {
-            match n {
-                1 => matmul::matvec_input(k, b, &qkv.m, input, &s.q, 0)?,
-                _ => matmul::matmul(k, b, &qkv.m, &s.y, 0, n, &s.q, 0)?,
-            }
+            proj(b, &qkv.m, &s.q, 0)?;
         } else {
             let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
             // This batch's K and V go straight into an f32 cache, or into f32 staging rows
@@ -732,12 +735,12 @@ impl GpuModel {
                     }
                 }
                 (Some(kw), _) => {
-                    matmul::matmul(k, b, &qkv.m, &s.y, 0, n, &s.q, 0)?;
-                    matmul::matmul(k, b, kw, &s.y, 0, n, kc, ko)?;
+                    proj(b, &qkv.m, &s.q, 0)?;
+                    proj(b, kw, kc, ko)?;
                 }
             }
             match (&qkv.v, vr) {
-                (Some(vw), _) => matmul::matmul(k, b, vw, &s.y, 0, n, vc, vo)?,
+                (Some(vw), _) => proj(b, vw, vc, vo)?,
                 (None, 0) if !plan.has_v => {
                     // V := raw K, before the K norm and RoPE.
                     b.copy(kc, (ko * 4) as u64, vc, (vo * 4) as u64, (n * kvh * hd * 4) as u64)
