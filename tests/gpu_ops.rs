@@ -275,31 +275,39 @@ fn up_f16(k: &Kernels, v: &[f32]) -> wgpu::Buffer {
     kernel::upload(&k.gpu, "f16", bytemuck::cast_slice(&h))
 }
 
-/// kv_store rounds to nearest f16 exactly as `half` does (pack2x16float), including
-/// values between f16 steps, subnormals and the largest finite values (beyond f16's range
-/// pack2x16float is undefined: K and V are normed activations), writes only its span of
-/// the caches (K and V of different lengths), and refuses odd offsets.
+/// head_norm_rope's f16 output (the f16 KV cache) rounds to nearest exactly as `half` does
+/// (pack2x16float), including values between f16 steps, subnormals and the largest finite
+/// values (beyond f16's range pack2x16float is undefined: K and V are normed activations),
+/// writes only its span of the caches (K and V of different sizes), leaves the f32 rows as
+/// they were, and refuses odd offsets. Then normed and rotated K: the CPU ops' result rounded
+/// to f16, within one f16 step (the f32 results differ by ~1e-6 relative, which can cross
+/// a rounding boundary).
 #[test]
-fn kv_store_rounds_like_the_cpu() {
-    use rullama::gpu::attention as ga;
+fn head_norm_rope_f16_output_rounds_like_the_cpu() {
+    use rullama::gpu::rope::{HeadGroup, head_norm_rope};
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(31);
-    let (k_len, v_len, k_off, v_off) = (1030, 514, 6, 2);
-    let mut ks = rand_vec(&mut rng, k_len);
+    let (n, kd, vd, k_off, v_off) = (2, 514, 256, 6, 2);
+    let mut ks = rand_vec(&mut rng, n * kd);
     ks[..6].copy_from_slice(&[1.0 + 1.0 / 4096.0, 3e-6, -7e-8, 65500.0, -1.0 - 3.0 / 4096.0, 0.0]);
-    let vs: Vec<f32> = rand_vec(&mut rng, v_len).iter().map(|v| v * 1e3).collect();
+    let vs: Vec<f32> = rand_vec(&mut rng, n * vd).iter().map(|v| v * 1e3).collect();
     let sentinel = 0x7E7E_7E7Eu32;
-    let kc = kernel::upload(&k.gpu, "k", bytemuck::cast_slice(&vec![sentinel; (k_off + k_len) / 2 + 3]));
-    let vc = kernel::upload(&k.gpu, "v", bytemuck::cast_slice(&vec![sentinel; (v_off + v_len) / 2 + 3]));
+    let kc = kernel::upload(&k.gpu, "k", bytemuck::cast_slice(&vec![sentinel; (k_off + n * kd) / 2 + 3]));
+    let vc = kernel::upload(&k.gpu, "v", bytemuck::cast_slice(&vec![sentinel; (v_off + n * vd) / 2 + 3]));
+    let (qb, kb, vb) = (up(&k, &[0.5; 4]), up(&k, &ks), up(&k, &vs));
+    let q = || HeadGroup { buf: &qb, off: 0, heads: 1, dim: 2, norm: None, rope: false, f16_out: None };
+    let kg = |off: usize| HeadGroup { buf: &kb, off: 0, heads: 1, dim: kd, norm: None, rope: false, f16_out: Some((&kc, off)) };
+    let vg = HeadGroup { buf: &vb, off: 0, heads: 1, dim: vd, norm: None, rope: false, f16_out: Some((&vc, v_off)) };
     let mut b = batch(&k);
-    let caches = ga::KvCaches { k: &kc, v: &vc, f16: true };
-    ga::kv_store(&k, &mut b, &up(&k, &ks), &up(&k, &vs), caches, k_off, k_len, v_off, v_len).unwrap();
+    head_norm_rope(&k, &mut b, q(), Some(kg(k_off)), Some(vg), n, 0, 1e-6, 10000.0, None, 1.0).unwrap();
     b.submit().unwrap();
-    for (buf, src, off) in [(&kc, &ks, k_off), (&vc, &vs, v_off)] {
+    let halves = |buf: &wgpu::Buffer| -> Vec<u16> {
         let words = (buf.size() / 4) as usize;
         let got: Vec<u32> = bytemuck::cast_slice(&kernel::read_back(&k.gpu, buf, 0, (words * 4) as u64).unwrap()).to_vec();
-        let halves: Vec<u16> = got.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).collect();
-        for (i, &h) in halves.iter().enumerate() {
+        got.iter().flat_map(|w| [*w as u16, (*w >> 16) as u16]).collect()
+    };
+    for (buf, src, off) in [(&kc, &ks, k_off), (&vc, &vs, v_off)] {
+        for (i, &h) in halves(buf).iter().enumerate() {
             if i >= off && i < off + src.len() {
                 let want = f16::from_f32(src[i - off]).to_bits();
                 assert_eq!(h, want, "element {i}: {} -> {h:#06x}, want {want:#06x}", src[i - off]);
@@ -308,8 +316,31 @@ fn kv_store_rounds_like_the_cpu() {
             }
         }
     }
+    assert_eq!(kernel::read_f32(&k.gpu, &kb, 0, ks.len()).unwrap(), ks, "the f32 rows are left as they were");
     let mut b = batch(&k);
-    assert!(ga::kv_store(&k, &mut b, &up(&k, &ks), &up(&k, &vs), caches, 1, 4, 0, 4).is_err(), "odd offset");
+    assert!(head_norm_rope(&k, &mut b, q(), Some(kg(1)), None, n, 0, 1e-6, 10000.0, None, 1.0).is_err(), "odd offset");
+
+    // Normed and rotated K (Gemma's shape), into the f16 cache.
+    let (hd, pos0, base) = (256, 77, 1_000_000.0f32);
+    let kr = rand_vec(&mut rng, n * hd);
+    let wk = rand_vec(&mut rng, hd);
+    let (krb, wkb, qb2) = (up(&k, &kr), up(&k, &wk), up(&k, &vec![0.5; n * hd]));
+    let kc2 = kernel::upload(&k.gpu, "k", bytemuck::cast_slice(&vec![0u32; n * hd / 2]));
+    let qg = HeadGroup { buf: &qb2, off: 0, heads: 1, dim: hd, norm: None, rope: true, f16_out: None };
+    let kg = HeadGroup { buf: &krb, off: 0, heads: 1, dim: hd, norm: Some(Some(&wkb)), rope: true, f16_out: Some((&kc2, 0)) };
+    let mut b = batch(&k);
+    head_norm_rope(&k, &mut b, qg, Some(kg), None, n, pos0, 1e-6, base, None, 1.0).unwrap();
+    b.submit().unwrap();
+    let mut want = kr.clone();
+    ops::rms_norm(&mut want, hd, Some(&wk), 1e-6);
+    for (t, row) in want.chunks_exact_mut(hd).enumerate() {
+        ops::rope_neox(row, hd, pos0 + t, base, None, 1.0);
+    }
+    let got: Vec<f32> = halves(&kc2).iter().map(|&h| f16::from_bits(h).to_f32()).collect();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let step = f16::from_f32(*w).to_f32().abs().max(6.1e-5) / 1024.0;
+        assert!((g - w).abs() <= step, "element {i}: {g} against {w}");
+    }
 }
 
 /// Routing picks experts by comparing probabilities: ids must match exactly (random logits
@@ -509,9 +540,9 @@ fn head_norm_rope_matches_cpu_ops_on(k: &Kernels) {
         let (wq, wk) = (rand_vec(&mut rng, hd), rand_vec(&mut rng, hd));
         let (qb, kb, vb, wqb, wkb, fb) = (up(&k, &q), up(&k, &kk), up(&k, &v), up(&k, &wq), up(&k, &wk), up(&k, &factors));
         let mut b = batch(&k);
-        let qg = HeadGroup { buf: &qb, off: qo, heads: nh, dim: hd, norm: Some(q_weighted.then_some(&wqb)), rope: true };
-        let kg = with_k.then(|| HeadGroup { buf: &kb, off: ko, heads: kvh, dim: hd, norm: Some(Some(&wkb)), rope: true });
-        let vg = (with_k && v_norm).then(|| HeadGroup { buf: &vb, off: vo, heads: kvh, dim: vhd, norm: Some(None), rope: false });
+        let qg = HeadGroup { buf: &qb, off: qo, heads: nh, dim: hd, norm: Some(q_weighted.then_some(&wqb)), rope: true, f16_out: None };
+        let kg = with_k.then(|| HeadGroup { buf: &kb, off: ko, heads: kvh, dim: hd, norm: Some(Some(&wkb)), rope: true, f16_out: None });
+        let vg = (with_k && v_norm).then(|| HeadGroup { buf: &vb, off: vo, heads: kvh, dim: vhd, norm: Some(None), rope: false, f16_out: None });
         let f = with_factors.then_some(&fb);
         head_norm_rope(&k, &mut b, qg, kg, vg, n, pos0, eps, base, f, scale).unwrap();
         b.submit().unwrap();

@@ -1,6 +1,6 @@
 // The K and V caches in f16 for the attention kernels, two halves per u32 (element 2j in
 // the low half), so no shader-f16 support is needed: k4(i) is vec4 i of K, v1(i) element
-// i of V, both widened to f32. Written by kv_store.wgsl.
+// i of V, both widened to f32. Written by rope/head_norm_rope.wgsl.
 @group(0) @binding(2) var<storage, read> kc: array<vec2<u32>>;
 @group(0) @binding(3) var<storage, read> vc: array<u32>;
 

@@ -4,11 +4,16 @@
 // RoPE, each when the group's flags ask. Same arithmetic, in the same order, as
 // rms_norm.wgsl followed by rope_neox.wgsl. One workgroup per (token, head); invocation
 // lid holds the pairs (j, j + dim/2) for j = lid + WG * i, i < KEEP (dim ≤ 2 * WG * KEEP).
+// Groups 1 and 2 with F16_OUT go to an f16 KV cache (kv_f16.wgsl's layout: two halves per
+// u32, element 2m low) at half offset k16_off / v16_off instead of back in place, rounded to
+// nearest (pack2x16float) as the CPU's f16 cache rounds: the head passes through workgroup
+// memory so that each invocation packs two neighbours.
 const WG: u32 = 128u;
 const KEEP: u32 = 4u;
 const NORM: u32 = 1u;
 const WEIGHTED: u32 = 2u;
 const ROPE: u32 = 4u;
+const F16_OUT: u32 = 8u;
 
 struct Group {
     off: u32,
@@ -25,6 +30,8 @@ struct Params {
     scale: f32,
     has_factors: u32,
     groups_x: u32,
+    k16_off: u32,
+    v16_off: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -35,6 +42,10 @@ struct Params {
 @group(0) @binding(5) var<storage, read> wk: array<f32>;
 @group(0) @binding(6) var<storage, read> inv_freq: array<f32>;
 @group(0) @binding(7) var<storage, read> factors: array<f32>;
+@group(0) @binding(8) var<storage, read_write> k16: array<u32>;
+@group(0) @binding(9) var<storage, read_write> v16: array<u32>;
+
+var<workgroup> head_s: array<f32, 2u * WG * KEEP>;
 
 fn ld(g: u32, i: u32) -> f32 {
     switch (g) {
@@ -121,7 +132,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             x0 = a[i] * sc.y - b[i] * sc.x;
             x1 = b[i] * sc.y + a[i] * sc.x;
         }
-        st(g, base + j, x0);
-        st(g, base + j + half, x1);
+        if ((gr.flags & F16_OUT) != 0u) {
+            head_s[j] = x0;
+            head_s[j + half] = x1;
+        } else {
+            st(g, base + j, x0);
+            st(g, base + j + half, x1);
+        }
+    }
+    // Uniform per workgroup, as above.
+    if ((gr.flags & F16_OUT) != 0u) {
+        workgroupBarrier();
+        let at = select(p.v16_off, p.k16_off, g == 1u) / 2u + (t * gr.heads + h) * half;
+        for (var m = lid; m < half; m += WG) {
+            let word = pack2x16float(vec2<f32>(head_s[2u * m], head_s[2u * m + 1u]));
+            if (g == 1u) {
+                k16[at + m] = word;
+            } else {
+                v16[at + m] = word;
+            }
+        }
     }
 }

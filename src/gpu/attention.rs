@@ -15,7 +15,7 @@ use super::{check_fits, launch, shaders, u32_of};
 use crate::{Error, Result};
 
 /// A layer's K and V caches (`[pos][kv_heads][head_dim]`, `[pos][kv_heads][v_head_dim]`),
-/// in f32 or in f16 packed two per u32 (shaders/attention/kv_f16.wgsl; `kv_store` writes it).
+/// in f32 or in f16 packed two per u32 (shaders/attention/kv_f16.wgsl; `rope::head_norm_rope` writes it).
 #[derive(Clone, Copy)]
 pub struct KvCaches<'a> {
     pub k: &'a wgpu::Buffer,
@@ -26,47 +26,6 @@ pub struct KvCaches<'a> {
 /// 4-byte words a cache of `elems` elements takes (f16: two per word).
 pub fn cache_words(elems: usize, f16: bool) -> usize {
     if f16 { elems.div_ceil(2) } else { elems }
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct StoreParams {
-    k_len: u32,
-    v_len: u32,
-    k_off: u32,
-    v_off: u32,
-    groups_x: u32,
-}
-
-/// Round `k_len` f32s of `k_src` and `v_len` of `v_src` (from element 0) to f16 into an
-/// f16 cache at elements `k_off` / `v_off` (`shaders/attention/kv_store.wgsl`). Lengths and
-/// offsets must be even. CPU twin: the f16 rounding of `cpu::forward::KvCache`.
-#[allow(clippy::too_many_arguments)]
-pub fn kv_store(
-    k: &Kernels,
-    b: &mut Batch,
-    k_src: &wgpu::Buffer,
-    v_src: &wgpu::Buffer,
-    caches: KvCaches,
-    k_off: usize,
-    k_len: usize,
-    v_off: usize,
-    v_len: usize,
-) -> Result<()> {
-    if !caches.f16 || [k_off, k_len, v_off, v_len].iter().any(|v| v % 2 != 0) {
-        return Err(Error::Input(format!("kv_store: an f16 cache and even offsets and lengths ({k_off}, {k_len}, {v_off}, {v_len})")));
-    }
-    check_fits("kv_store", &[(k_src, k_len), (v_src, v_len), (caches.k, (k_off + k_len) / 2), (caches.v, (v_off + v_len) / 2)])?;
-    let p = StoreParams {
-        k_len: u32_of(k_len, "kv_store k_len")?,
-        v_len: u32_of(v_len, "kv_store v_len")?,
-        k_off: u32_of(k_off, "kv_store k_off")?,
-        v_off: u32_of(v_off, "kv_store v_off")?,
-        groups_x: 0,
-    };
-    let access = [Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
-    let groups = (k_len.max(v_len) / 2).div_ceil(256);
-    launch(k, b, "kv_store", &[shaders::KV_STORE], &access, &[k_src, v_src, caches.k, caches.v], groups, |groups_x| StoreParams { groups_x, ..p })
 }
 
 /// Largest head_dim / v_head_dim the kernel holds (Gemma 4 global layers use 512).

@@ -165,7 +165,7 @@ struct Scratch {
     moe: Option<MoeScratch>,
     ple: Option<PleScratch>,
     /// With an f16 cache: the step's K and V rows in f32, where the projections and norms
-    /// write them before `kv_store` rounds them into the cache.
+    /// write them before `head_norm_rope` rounds them into the cache.
     kv_new: Option<(wgpu::Buffer, wgpu::Buffer)>,
 }
 
@@ -707,22 +707,19 @@ impl GpuModel {
             _ => matmul::matmul(k, b, m, &s.y, 0, n, dst, off),
         };
         let [qr, kr, vr] = qkv.rows;
-        let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true };
+        let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true, f16_out: None };
         let (mut kg, mut vg) = (None, None);
-        // With an f16 cache: the staged K and V rows, and the caches kv_store rounds them into.
-        let mut store = None;
         if !plan.stores_kv() {
             proj(b, &qkv.m, &s.q, 0)?;
         } else {
             let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
             // This batch's K and V go straight into an f32 cache, or into f32 staging rows
-            // that kv_store rounds into an f16 cache once normed.
-            let ((kc, ko), (vc, vo)) = match &s.kv_new {
-                Some((kn, vn)) => {
-                    store = Some((kn, vn, attention::KvCaches { k: kc, v: vc, f16: true }));
-                    ((kn, 0), (vn, 0))
-                }
-                None => ((kc, pos0 * kvh * hd), (vc, pos0 * kvh * vhd)),
+            // that head_norm_rope rounds into an f16 cache once normed (`f16`: the caches
+            // and where the batch's rows start in them).
+            let (kp, vp) = (pos0 * kvh * hd, pos0 * kvh * vhd);
+            let (((kc, ko), (vc, vo)), f16) = match &s.kv_new {
+                Some((kn, vn)) => (((kn, 0), (vn, 0)), Some(((kc, kp), (vc, vp)))),
+                None => (((kc, kp), (vc, vp)), None),
             };
             match (&qkv.k, n) {
                 // Stacked, one token: q, k (and v) in one dispatch.
@@ -747,16 +744,15 @@ impl GpuModel {
                 }
                 _ => {}
             }
-            kg = Some(HeadGroup { buf: kc, off: ko, heads: kvh, dim: hd, norm: w.k_norm.as_ref().map(Some), rope: true });
-            if c.v_norm {
-                vg = Some(HeadGroup { buf: vc, off: vo, heads: kvh, dim: vhd, norm: Some(None), rope: false });
+            kg = Some(HeadGroup { buf: kc, off: ko, heads: kvh, dim: hd, norm: w.k_norm.as_ref().map(Some), rope: true, f16_out: f16.map(|f| f.0) });
+            // V takes the unweighted norm (Gemma 4) and, with an f16 cache, the rounding.
+            if c.v_norm || f16.is_some() {
+                let norm = c.v_norm.then_some(None);
+                vg = Some(HeadGroup { buf: vc, off: vo, heads: kvh, dim: vhd, norm, rope: false, f16_out: f16.map(|f| f.1) });
             }
         }
         // q/k norms, RoPE on q and k, the v norm: one dispatch.
         rope::head_norm_rope(k, b, qg, kg, vg, n, pos0, c.eps, rope.base, factors, 1.0 / rope.linear_scale)?;
-        if let Some((kn, vn, caches)) = store {
-            attention::kv_store(k, b, kn, vn, caches, pos0 * kvh * hd, n * kvh * hd, pos0 * kvh * vhd, n * kvh * vhd)?;
-        }
         let src = plan.kv_donor.unwrap_or(li);
         let (kc, vc) = match (&cache.k[src], &cache.v[src]) {
             (Some(kc), Some(vc)) => (kc, vc),

@@ -95,7 +95,6 @@ pub mod shaders {
     pub const ATTENTION_DECODE: &str = include_str!("../../shaders/attention/attention_decode.wgsl");
     pub const KV_F32: &str = include_str!("../../shaders/attention/kv_f32.wgsl");
     pub const KV_F16: &str = include_str!("../../shaders/attention/kv_f16.wgsl");
-    pub const KV_STORE: &str = include_str!("../../shaders/attention/kv_store.wgsl");
     pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention/attention_merge.wgsl");
     pub const MOE_ROUTE: &str = include_str!("../../shaders/moe/moe_route.wgsl");
     pub const MOE_COMBINE: &str = include_str!("../../shaders/moe/moe_combine.wgsl");

@@ -79,7 +79,9 @@ fn inv_freq_table(k: &Kernels, head_dim: usize, base: f32) -> wgpu::Buffer {
 
 /// One group of heads for `head_norm_rope`: `heads` heads of `dim` values per token from
 /// element `off` of `buf`; `norm`: None (no norm), Some(None) (unweighted) or Some(Some(w));
-/// `rope`: rotate after the norm.
+/// `rope`: rotate after the norm; `f16_out`: for k and v, write the result rounded to f16
+/// into an f16 cache (`attention::KvCaches` layout) from element `.1` (even) instead of back
+/// into `buf`.
 pub struct HeadGroup<'a> {
     pub buf: &'a wgpu::Buffer,
     pub off: usize,
@@ -87,6 +89,7 @@ pub struct HeadGroup<'a> {
     pub dim: usize,
     pub norm: Option<Option<&'a wgpu::Buffer>>,
     pub rope: bool,
+    pub f16_out: Option<(&'a wgpu::Buffer, usize)>,
 }
 
 #[repr(C)]
@@ -99,7 +102,8 @@ struct HeadParams {
     scale: f32,
     has_factors: u32,
     groups_x: u32,
-    _pad: [u32; 2],
+    k16_off: u32,
+    v16_off: u32,
 }
 
 /// Per-head RMSNorm then NeoX RoPE for the q group and the optional k and v groups of
@@ -123,8 +127,12 @@ pub fn head_norm_rope(
     if vg.as_ref().is_some_and(|v| matches!(v.norm, Some(Some(_))) || v.rope) {
         return Err(Error::Input("head_norm_rope: the v group is normed without weights and not rotated".into()));
     }
+    if q.f16_out.is_some() {
+        return Err(Error::Input("head_norm_rope: q is written in place".into()));
+    }
     let groups = [Some(&q), kg.as_ref(), vg.as_ref()];
     let mut g = [[0u32; 4]; 3];
+    let mut f16_offs = [0u32; 2];
     let mut weights = [&k.dummy, &k.dummy];
     for (i, grp) in groups.iter().enumerate() {
         let Some(grp) = grp else { continue };
@@ -144,6 +152,14 @@ pub fn head_norm_rope(
         if grp.rope {
             flags |= 4;
         }
+        if let Some((cache, off)) = grp.f16_out {
+            if off % 2 != 0 {
+                return Err(Error::Input(format!("head_norm_rope: f16 output at odd element {off}")));
+            }
+            check_fits("head_norm_rope f16 output", &[(cache, (off + n_tokens * grp.heads * grp.dim) / 2)])?;
+            f16_offs[i - 1] = u32_of(off, "head_norm_rope f16 offset")?;
+            flags |= 8;
+        }
         g[i] = [u32_of(grp.off, "head_norm_rope offset")?, grp.heads as u32, grp.dim as u32, flags];
     }
     if pos0 + n_tokens > 1 << 24 {
@@ -156,6 +172,8 @@ pub fn head_norm_rope(
     // Absent groups bind stand-ins: two writable bindings may not share a buffer.
     let kb = kg.as_ref().map(|g| g.buf.clone()).unwrap_or_else(|| k.scratch("head_norm_rope/k", 4));
     let vb = vg.as_ref().map(|g| g.buf.clone()).unwrap_or_else(|| k.scratch("head_norm_rope/v", 4));
+    let out16 = |g: &Option<HeadGroup>, stand: &str| g.as_ref().and_then(|g| g.f16_out).map(|o| o.0.clone()).unwrap_or_else(|| k.scratch(stand, 4));
+    let (k16, v16) = (out16(&kg, "head_norm_rope/k16"), out16(&vg, "head_norm_rope/v16"));
     let p = HeadParams {
         g,
         n_tokens: n_tokens as u32,
@@ -164,11 +182,13 @@ pub fn head_norm_rope(
         scale: pos_scale,
         has_factors: factors.is_some() as u32,
         groups_x: 0,
-        _pad: [0; 2],
+        k16_off: f16_offs[0],
+        v16_off: f16_offs[1],
     };
     let heads = n_tokens * groups.iter().flatten().map(|g| g.heads).sum::<usize>();
-    let access = [Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::Read, Access::Read, Access::Read];
-    let buffers = [q.buf, &kb, &vb, weights[0], weights[1], &inv_freq, factors.unwrap_or(&k.dummy)];
+    let (r, rw) = (Access::Read, Access::ReadWrite);
+    let access = [rw, rw, rw, r, r, r, r, rw, rw];
+    let buffers = [q.buf, &kb, &vb, weights[0], weights[1], &inv_freq, factors.unwrap_or(&k.dummy), &k16, &v16];
     let (reduce, tag) = super::reduce(k);
     let code = [shaders::HEAD_NORM_ROPE, shaders::SIN_COS, &reduce];
     launch(k, b, &format!("head_norm_rope{tag}"), &code, &access, &buffers, heads, |groups_x| HeadParams { groups_x, ..p })
