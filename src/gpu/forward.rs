@@ -482,9 +482,11 @@ impl GpuModel {
         }
         let weight_bytes = l.bytes;
         k.gpu.wait()?;
-        // The matvec binds 11 storage buffers; a folding one stages one residual row.
+        // The matvec binds 11 storage buffers; a folding one stages one residual row in
+        // workgroup memory (beside its reductions' few hundred bytes).
         let fold_residual = k.gpu.limits.max_storage_buffers_per_shader_stage >= 11
             && cfg.hidden <= matmul::RESIDUAL_IN_MAX
+            && 4 * cfg.hidden + 2048 <= k.gpu.limits.max_compute_workgroup_storage_size as usize
             && cfg.hidden.is_multiple_of(4)
             && std::env::var_os("RULLAMA_NO_FOLD").is_none();
         Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false, fold_residual })
