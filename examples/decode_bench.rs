@@ -1,6 +1,7 @@
 //! Micro-benchmark of the small decode kernels one at a time: decode attention (split and
-//! merged, and as one workgroup per head) at several depths, the residual step, and a matvec
-//! with and without the residual step folded in. Each figure is the time per dispatch over
+//! merged, and as one workgroup per head) at several depths, the residual step, a matvec
+//! with and without the residual step folded in, the cost of workgroup barriers, and
+//! matvecs whose weights come from memory rather than cache. Each figure is the time per dispatch over
 //! many dependent dispatches of one batch (so it includes the per-dispatch cost a decode
 //! step pays). Prints numbers only.
 //!
@@ -12,7 +13,7 @@ use std::time::Instant;
 use rullama::gguf::GgmlType;
 use rullama::gpu::attention::{self, KvCaches};
 use rullama::gpu::matmul::{MatvecIn, ResidualIn, matvec_input};
-use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, kernel, norm};
+use rullama::gpu::{Access, Batch, Gpu, GpuMatrix, KernelSource, Kernels, kernel, norm};
 
 /// Seconds per call of `record`, over `reps` calls recorded in one batch.
 fn time(k: &Kernels, reps: usize, record: &dyn Fn(&mut Batch)) -> f64 {
@@ -65,6 +66,18 @@ fn main() -> rullama::Result<()> {
         let r = ResidualIn { a: (&a, 0), x_in: (&x, 0), x_out: (&x2, 0), post: &nw, pre: Some(&nw), scale: 1.0, eps: 1e-6 };
         let folded = time(&k, reps, &|b| matvec_input(&k, b, &w, MatvecIn::Residual(r), &y, 0).unwrap());
         println!("matvec {ty} {rows}x{cols}: plain {:7.2} us, residual step folded in {:7.2} us", plain * 1e6, folded * 1e6);
+    }
+    // The cost of a workgroup barrier: one workgroup of 256 running `n` rounds of a
+    // workgroup-memory exchange (write, barrier, read a neighbour's, barrier).
+    for n in [0u32, 8, 32, 128] {
+        let code = format!(
+            "@group(0) @binding(0) var<uniform> p: vec4<u32>;\n@group(0) @binding(1) var<storage, read_write> o: array<f32>;\nvar<workgroup> s: array<f32, 256>;\n@compute @workgroup_size(256)\nfn main(@builtin(local_invocation_index) lid: u32) {{\n var v = f32(lid);\n for (var i = 0u; i < {n}u; i++) {{ s[lid] = v; workgroupBarrier(); v += s[(lid + 1u) % 256u]; workgroupBarrier(); }}\n o[lid] = v;\n}}\n"
+        );
+        let name = format!("bench/barriers{n}");
+        let kern = k.get(&name, || KernelSource { name: name.clone(), code, entry: "main", buffers: vec![Access::ReadWrite] })?;
+        let o = empty(256);
+        let t = time(&k, reps, &|b| b.dispatch(&kern, &[&o], &[0u32; 4], [1, 1, 1]).unwrap());
+        println!("one workgroup, {:>3} barriers: {:7.2} us", 2 * n, t * 1e6);
     }
     // Matvecs as decode meets them: weights from memory, not cache (enough copies of the
     // matrix to pass through a 50 MB L2 before one is read again).
