@@ -57,10 +57,10 @@ fn rms_norm_matches_cpu_on(k: &Kernels) {
     for (rows, n, weighted, off) in [(1, 1, true, 0), (3, 37, true, 5), (7, 256, false, 0), (2, 1153, true, 3), (2, 2600, true, 1)] {
         let x = rand_vec(&mut rng, off + rows * n);
         let w = rand_vec(&mut rng, n);
-        let xb = up(&k, &x);
-        let wb = up(&k, &w);
+        let xb = up(k, &x);
+        let wb = up(k, &w);
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-        rullama::gpu::norm::rms_norm(&k, &mut b, &xb, off, rows, n, weighted.then_some(&wb), 1e-6).unwrap();
+        rullama::gpu::norm::rms_norm(k, &mut b, &xb, off, rows, n, weighted.then_some(&wb), 1e-6).unwrap();
         b.submit().unwrap();
         let got = kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap();
         let mut want = x.clone();
@@ -242,21 +242,21 @@ fn attention_matches_cpu_on(k: &Kernels) {
         let kc = rand_vec(&mut rng, positions * kv_heads * hd);
         let vc = rand_vec(&mut rng, positions * kv_heads * vhd);
         let shape = ops::AttnShape { n_tokens, n_heads, head_dim: hd, kv_heads, v_head_dim: vhd, pos0, window, scale };
-        let qb = up(&k, &q);
+        let qb = up(k, &q);
         // f32 caches, and f16 caches (two halves per u32) against the CPU on the same
         // f16-rounded values: the kernels widen them exactly, so the tolerance is the same.
         for half_kv in [false, true] {
             let round = |v: &[f32]| -> Vec<f32> { v.iter().map(|&e| if half_kv { f16::from_f32(e).to_f32() } else { e }).collect() };
             let (kr, vr) = (round(&kc), round(&vc));
             let want = ops::attention(&q[q_off..], &kr, &vr, &shape);
-            let (kb, vb) = if half_kv { (up_f16(&k, &kr), up_f16(&k, &vr)) } else { (up(&k, &kr), up(&k, &vr)) };
+            let (kb, vb) = if half_kv { (up_f16(k, &kr), up_f16(k, &vr)) } else { (up(k, &kr), up(k, &vr)) };
             let caches = ga::KvCaches { k: &kb, v: &vb, f16: half_kv };
             for split in [false, true] {
                 let sentinel = vec![7.0f32; out_off + want.len() + 1];
-                let ob = up(&k, &sentinel);
-                let mut b = batch(&k);
+                let ob = up(k, &sentinel);
+                let mut b = batch(k);
                 let f = if split { ga::attention_split } else { ga::attention };
-                f(&k, &mut b, &qb, q_off, n_tokens, n_heads, hd, caches, kv_heads, vhd, pos0, window, scale, &ob, out_off).unwrap();
+                f(k, &mut b, &qb, q_off, n_tokens, n_heads, hd, caches, kv_heads, vhd, pos0, window, scale, &ob, out_off).unwrap();
                 b.submit().unwrap();
                 let got = kernel::read_f32(&k.gpu, &ob, 0, sentinel.len()).unwrap();
                 assert_eq!(&got[..out_off], &sentinel[..out_off]);
@@ -368,14 +368,14 @@ fn moe_route_and_combine_match_cpu_on(k: &Kernels) {
         }
         let scale: Vec<f32> = (0..n_experts).map(|_| rng.random_range(0.5f32..2.0)).collect();
         let (want_ids, want_w) = ops::moe_route(&logits[off..], n_experts, top_k, &scale);
-        let lb = up(&k, &logits);
-        let sb = up(&k, &scale);
+        let lb = up(k, &logits);
+        let sb = up(k, &scale);
         let ids = kernel::storage(&k.gpu, "ids", (n * top_k * 4) as u64);
         let wts = kernel::storage(&k.gpu, "weights", (n * top_k * 4) as u64);
-        let mut b = batch(&k);
-        moe::moe_route(&k, &mut b, &lb, off, n, n_experts, top_k, &sb, &ids, &wts).unwrap();
+        let mut b = batch(k);
+        moe::moe_route(k, &mut b, &lb, off, n, n_experts, top_k, &sb, &ids, &wts).unwrap();
         b.submit().unwrap();
-        let got_ids = read_u32(&k, &ids, 0, n * top_k);
+        let got_ids = read_u32(k, &ids, 0, n * top_k);
         let got_w = kernel::read_f32(&k.gpu, &wts, 0, n * top_k).unwrap();
         assert_eq!(got_ids, want_ids, "{n_experts} experts top {top_k}");
         let e = max_rel(&got_w, &want_w);
@@ -384,10 +384,10 @@ fn moe_route_and_combine_match_cpu_on(k: &Kernels) {
         let d = 29;
         let expert_out = rand_vec(&mut rng, n * top_k * d);
         let want = ops::moe_combine(&expert_out, &want_w, top_k, d);
-        let eb = up(&k, &expert_out);
-        let ob = up(&k, &vec![7.0f32; 4 + n * d]);
-        let mut b = batch(&k);
-        moe::moe_combine(&k, &mut b, &eb, &wts, n, top_k, d, &ob, 4).unwrap();
+        let eb = up(k, &expert_out);
+        let ob = up(k, &vec![7.0f32; 4 + n * d]);
+        let mut b = batch(k);
+        moe::moe_combine(k, &mut b, &eb, &wts, n, top_k, d, &ob, 4).unwrap();
         b.submit().unwrap();
         let got = kernel::read_f32(&k.gpu, &ob, 0, 4 + n * d).unwrap();
         assert_eq!(&got[..4], &[7.0; 4]);
@@ -447,9 +447,9 @@ fn rms_norm_to_matches_cpu_on(k: &Kernels) {
         let src = rand_vec(&mut rng, so + rows * n);
         let dst = rand_vec(&mut rng, dof + rows * n + 2);
         let w = rand_vec(&mut rng, n);
-        let (sb, db, wb) = (up(&k, &src), up(&k, &dst), up(&k, &w));
+        let (sb, db, wb) = (up(k, &src), up(k, &dst), up(k, &w));
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-        rullama::gpu::norm::rms_norm_to(&k, &mut b, &sb, so, &db, dof, rows, n, weighted.then_some(&wb), 1e-6, accumulate).unwrap();
+        rullama::gpu::norm::rms_norm_to(k, &mut b, &sb, so, &db, dof, rows, n, weighted.then_some(&wb), 1e-6, accumulate).unwrap();
         b.submit().unwrap();
         let got = kernel::read_f32(&k.gpu, &db, 0, dst.len()).unwrap();
         let mut want = dst.clone();
@@ -538,13 +538,13 @@ fn head_norm_rope_matches_cpu_ops_on(k: &Kernels) {
         let kk = rand_vec(&mut rng, ko + n * kvh * hd + 2);
         let v = rand_vec(&mut rng, vo + n * kvh * vhd + 2);
         let (wq, wk) = (rand_vec(&mut rng, hd), rand_vec(&mut rng, hd));
-        let (qb, kb, vb, wqb, wkb, fb) = (up(&k, &q), up(&k, &kk), up(&k, &v), up(&k, &wq), up(&k, &wk), up(&k, &factors));
-        let mut b = batch(&k);
+        let (qb, kb, vb, wqb, wkb, fb) = (up(k, &q), up(k, &kk), up(k, &v), up(k, &wq), up(k, &wk), up(k, &factors));
+        let mut b = batch(k);
         let qg = HeadGroup { buf: &qb, off: qo, heads: nh, dim: hd, norm: Some(q_weighted.then_some(&wqb)), rope: true, f16_out: None };
         let kg = with_k.then(|| HeadGroup { buf: &kb, off: ko, heads: kvh, dim: hd, norm: Some(Some(&wkb)), rope: true, f16_out: None });
         let vg = (with_k && v_norm).then(|| HeadGroup { buf: &vb, off: vo, heads: kvh, dim: vhd, norm: Some(None), rope: false, f16_out: None });
         let f = with_factors.then_some(&fb);
-        head_norm_rope(&k, &mut b, qg, kg, vg, n, pos0, eps, base, f, scale).unwrap();
+        head_norm_rope(k, &mut b, qg, kg, vg, n, pos0, eps, base, f, scale).unwrap();
         b.submit().unwrap();
         let fw = with_factors.then_some(&factors[..]);
         let cpu = |x: &[f32], off: usize, heads: usize, dim: usize, w: Option<&[f32]>, rope: bool, norm: bool| {
@@ -593,10 +593,10 @@ fn residual_norm_matches_cpu_ops_on(k: &Kernels) {
         let y = vec![5.0f32; yo + rows * n + 1];
         let (wp, wn) = (rand_vec(&mut rng, n), rand_vec(&mut rng, n));
         let sc = [0.37f32];
-        let (ab, xb, yb, wpb, wnb, scb) = (up(&k, &a), up(&k, &x), up(&k, &y), up(&k, &wp), up(&k, &wn), up(&k, &sc));
-        let mut b = batch(&k);
+        let (ab, xb, yb, wpb, wnb, scb) = (up(k, &a), up(k, &x), up(k, &y), up(k, &wp), up(k, &wn), up(k, &sc));
+        let mut b = batch(k);
         let pre = with_pre.then_some((&yb, yo, &wnb));
-        residual_norm(&k, &mut b, (&ab, ao), (&xb, xo), rows, n, &wpb, with_scale.then_some(&scb), pre, 1e-6).unwrap();
+        residual_norm(k, &mut b, (&ab, ao), (&xb, xo), rows, n, &wpb, with_scale.then_some(&scb), pre, 1e-6).unwrap();
         b.submit().unwrap();
         let mut want_x = x.clone();
         ops::rms_norm_to(&a[ao..], &mut want_x[xo..xo + rows * n], n, Some(&wp), 1e-6, true);

@@ -139,8 +139,8 @@ pub fn attention_split(
         groups_x: 0,
     };
     let access = [Access::Read, Access::ReadWrite];
-    let (reduce, tag) = super::reduce(k);
-    launch(k, b, &format!("attention_merge{tag}"), &[shaders::ATTENTION_MERGE, &reduce], &access, &[&part, out], rows, |groups_x| MergeParams {
+    let (red, tag) = super::reduce(k);
+    launch(k, b, &format!("attention_merge{tag}"), &[shaders::ATTENTION_MERGE, red[0], red[1]], &access, &[&part, out], rows, |groups_x| MergeParams {
         groups_x,
         ..mp
     })
@@ -228,8 +228,8 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
         let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache];
         return launch(k, b, &format!("attention_decode/{ty}/hd{hd}/v{vhd}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
     }
-    let (reduce, tag) = super::reduce(k);
-    let code = [shaders::ATTENTION, shaders::ATTENTION_COMMON, cache, &reduce];
+    let (red, tag) = super::reduce(k);
+    let code = [shaders::ATTENTION, shaders::ATTENTION_COMMON, cache, red[0], red[1]];
     launch(k, b, &format!("attention/{ty}{tag}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p })
 }
 

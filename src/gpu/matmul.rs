@@ -456,7 +456,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
-        parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC, reduce, &wg_reduce]);
+        parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC, reduce, wg_reduce[0], wg_reduce[1]]);
         let (r, rw) = (Access::Read, Access::ReadWrite);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r, r] }
     })?;

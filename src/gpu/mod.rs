@@ -106,13 +106,22 @@ pub mod shaders {
 /// The workgroup reduction (`wg_sum`, `wg_max`) kernels compose for `k`: by subgroup
 /// operations where the device's subgroups have one fixed size of at most 64 (every WG
 /// using it is a multiple of that) and `k.use_subgroups` allows, else through workgroup
-/// memory. Returns the source and the suffix that tells the variants' kernel names apart.
-pub(crate) fn reduce(k: &Kernels) -> (String, &'static str) {
+/// memory. Returns the source (two parts, both static: this runs for every dispatch
+/// recorded) and the suffix that tells the variants' kernel names apart.
+pub(crate) fn reduce(k: &Kernels) -> ([&'static str; 2], &'static str) {
     let g = &k.gpu;
-    if k.use_subgroups && g.subgroups && g.subgroup_min == g.subgroup_max && (4..=64).contains(&g.subgroup_min) {
-        return (format!("const SGS: u32 = {}u;\n{}", g.subgroup_min, shaders::REDUCE_SUBGROUP), "/sg");
+    let sgs = match g.subgroup_min {
+        4 => "const SGS: u32 = 4u;",
+        8 => "const SGS: u32 = 8u;",
+        16 => "const SGS: u32 = 16u;",
+        32 => "const SGS: u32 = 32u;",
+        64 => "const SGS: u32 = 64u;",
+        _ => "",
+    };
+    if k.use_subgroups && g.subgroups && g.subgroup_min == g.subgroup_max && !sgs.is_empty() {
+        return ([sgs, shaders::REDUCE_SUBGROUP], "/sg");
     }
-    (shaders::REDUCE.to_string(), "")
+    (["", shaders::REDUCE], "")
 }
 
 /// Concatenate shader parts into one module source.

@@ -56,8 +56,8 @@ pub fn moe_route(
     };
     u32_of(logits_off + n * n_experts, "moe_route logits end")?;
     let access = [Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
-    let (reduce, tag) = super::reduce(k);
-    let code = [shaders::MOE_ROUTE, &reduce];
+    let (red, tag) = super::reduce(k);
+    let code = [shaders::MOE_ROUTE, red[0], red[1]];
     launch(k, b, &format!("moe_route{tag}"), &code, &access, &[logits, per_expert_scale, ids, weights], n, |groups_x| RouteParams {
         groups_x,
         ..p

@@ -33,11 +33,11 @@ pub fn rms_norm(
     w: Option<&wgpu::Buffer>,
     eps: f32,
 ) -> Result<()> {
-    let (reduce, tag) = super::reduce(k);
+    let (red, tag) = super::reduce(k);
     let name = format!("rms_norm{tag}");
     let kernel = k.get(&name, || KernelSource {
         name: name.clone(),
-        code: compose(&[shaders::RMS_NORM, &reduce]),
+        code: compose(&[shaders::RMS_NORM, red[0], red[1]]),
         entry: "main",
         buffers: vec![Access::ReadWrite, Access::Read],
     })?;
@@ -75,11 +75,11 @@ pub fn rms_norm_to(
     eps: f32,
     accumulate: bool,
 ) -> Result<()> {
-    let (reduce, tag) = super::reduce(k);
+    let (red, tag) = super::reduce(k);
     let name = format!("rms_norm_to{tag}");
     let kernel = k.get(&name, || KernelSource {
         name: name.clone(),
-        code: compose(&[shaders::RMS_NORM_TO, &reduce]),
+        code: compose(&[shaders::RMS_NORM_TO, red[0], red[1]]),
         entry: "main",
         buffers: vec![Access::Read, Access::ReadWrite, Access::Read],
     })?;
@@ -156,7 +156,7 @@ pub fn residual_norm(
     let buffers = [a.0, x.0, &y.0, w_post, &y.2, scale.unwrap_or(&k.dummy)];
     let wg = if k.gpu.limits.max_compute_invocations_per_workgroup >= 512 { 512 } else { 256 };
     let header = format!("const WG: u32 = {wg}u;\nconst KEEP: u32 = {}u;\n", RESIDUAL_MAX / wg);
-    let (reduce, tag) = super::reduce(k);
-    let code = [header.as_str(), shaders::RESIDUAL_NORM, &reduce];
+    let (red, tag) = super::reduce(k);
+    let code = [header.as_str(), shaders::RESIDUAL_NORM, red[0], red[1]];
     launch(k, b, &format!("residual_norm{tag}"), &code, &access, &buffers, rows, |groups_x| ResidualParams { groups_x, ..p })
 }

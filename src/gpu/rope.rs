@@ -189,7 +189,7 @@ pub fn head_norm_rope(
     let (r, rw) = (Access::Read, Access::ReadWrite);
     let access = [rw, rw, rw, r, r, r, r, rw, rw];
     let buffers = [q.buf, &kb, &vb, weights[0], weights[1], &inv_freq, factors.unwrap_or(&k.dummy), &k16, &v16];
-    let (reduce, tag) = super::reduce(k);
-    let code = [shaders::HEAD_NORM_ROPE, shaders::SIN_COS, &reduce];
+    let (red, tag) = super::reduce(k);
+    let code = [shaders::HEAD_NORM_ROPE, shaders::SIN_COS, red[0], red[1]];
     launch(k, b, &format!("head_norm_rope{tag}"), &code, &access, &buffers, heads, |groups_x| HeadParams { groups_x, ..p })
 }
