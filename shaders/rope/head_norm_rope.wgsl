@@ -80,9 +80,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     var h = lin % per_token;
     var g = 0u;
-    while (h >= p.g[g].heads) {
+    for (; g < 2u && h >= p.g[g].heads; g++) {
         h -= p.g[g].heads;
-        g++;
     }
     let gr = p.g[g];
     let half = gr.dim / 2u;
