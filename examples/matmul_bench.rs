@@ -3,7 +3,9 @@
 //! prefill (512 tokens) GFLOP/s at 2048x2048. Prints numbers only; weights are random valid blocks (speed does
 //! not depend on the values).
 //!
-//! `cargo run --release --example matmul_bench [reps]` (RULLAMA_ADAPTER picks the GPU).
+//! `cargo run --release --example matmul_bench [reps]` (RULLAMA_ADAPTER picks the GPU;
+//! BENCH_TOKENS sets the prefill token count, BENCH_COOP_ONLY=1 times only tensor-core
+//! prefill).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,7 +42,7 @@ fn time(k: &Kernels, w: &GpuMatrix, n: usize, reps: usize) -> rullama::Result<f6
     let x = kernel::upload(&k.gpu, "x", bytemuck::cast_slice(&vec![0.5f32; n * w.cols]));
     let y = kernel::storage(&k.gpu, "y", (n * w.rows * 4) as u64);
     let run = |reps: usize| -> rullama::Result<f64> {
-        let mut b = Batch::new(Arc::clone(&k.gpu), reps * w.tiles().len());
+        let mut b = Batch::new(Arc::clone(&k.gpu), reps * w.tiles().len() * 4 /* tensor-core matmuls add split dispatches */);
         for _ in 0..reps {
             matmul(k, &mut b, w, &x, 0, n, &y, 0)?;
         }
@@ -68,7 +70,7 @@ fn main() -> rullama::Result<()> {
         (GgmlType::Q8_0, 262_144, 640, "270M LM head"),
         (GgmlType::F16, 2048, 2048, "F16"),
     ];
-    for (ty, rows, cols, what) in shapes {
+    for (ty, rows, cols, what) in shapes.into_iter().filter(|_| std::env::var_os("BENCH_COOP_ONLY").is_none()) {
         let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &random_blocks(ty, cols, rows, 42))?;
         let r = if rows > 100_000 { reps / 4 } else { reps };
         let t = time(&k, &w, 1, r.max(2))?;
@@ -78,20 +80,26 @@ fn main() -> rullama::Result<()> {
     // where the device has them.
     let prefill = [
         (GgmlType::Q4_K, 2048, 2048, "square"),
-        (GgmlType::Q8_0, 2048, 2048, "square"),
         (GgmlType::Q4_K, 12288, 1536, "E2B [gate; up]"),
+        (GgmlType::Q4_K, 2048, 1536, "E2B q"),
+        (GgmlType::Q4_K, 1536, 2048, "E2B o"),
         (GgmlType::Q6_K, 1536, 6144, "E2B down (Q6_K)"),
         (GgmlType::Q5_0, 1024, 640, "270M q"),
+        (GgmlType::Q5_0, 4096, 640, "270M [gate; up]"),
     ];
     let mut kinds = vec![false];
     if k.gpu.coop {
         kinds.push(true);
     }
+    let tokens: usize = std::env::var("BENCH_TOKENS").ok().and_then(|v| v.parse().ok()).unwrap_or(512);
+    if std::env::var_os("BENCH_COOP_ONLY").is_some() {
+        kinds.retain(|c| *c);
+    }
     for coop in kinds {
         let mut kc = Kernels::new(Arc::clone(&k.gpu));
         kc.use_coop = coop;
         for (ty, rows, cols, what) in prefill {
-            let n = 512;
+            let n = tokens;
             let w = GpuMatrix::upload(&kc, "w", ty, cols, rows, &random_blocks(ty, cols, rows, 42))?;
             let t = time(&kc, &w, n, (reps / 10).max(2))?;
             let flops = 2.0 * (n * rows * cols) as f64 / t / 1e9;

@@ -548,6 +548,92 @@ fn prefill_matmul_case(k: &Kernels) {
     }
 }
 
+/// Shapes only the tensor-core kernel's encoder treats specially, on devices that have one:
+/// its large tile (≥ 8192 rows and ≥ 256 tokens) and weight splits in several chunks
+/// (hi and lo over 64 MiB each).
+#[test]
+fn coop_tiles_and_chunks_match_cpu() {
+    let k = kernels();
+    if !k.gpu.coop {
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q8_0, 16384, 2100, 40)] {
+        let data = random_matrix(&mut rng, ty, cols, rows);
+        let xs = rand_vec(&mut rng, n * cols);
+        let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+        let xb = up(&k, &xs);
+        let got = run(&k, n * rows, |b, y| matmul(&k, b, &w, &xb, 0, n, y, 0).unwrap());
+        assert_eq!(got[n * rows], SENTINEL, "writes past y");
+        let want = ops::matmul(&xs, n, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+        // The sum's rounding error grows with its length (~sqrt, random signs; tensor cores
+        // also truncate in their f32 adds): TOL is set for rows of ~1000, so scale it.
+        let tol = TOL * (cols as f32 / 1024.0).sqrt().max(1.0);
+        let e = max_rel(&got[..n * rows], &want);
+        assert!(e < tol, "{ty} {rows}x{cols} n {n}: rel err {e} (tolerance {tol})");
+    }
+}
+
+/// split_f16.wgsl against `split_f16_cpu` of the CPU's dequantized rows: hi exactly (it is
+/// cut by a mask), lo to one f16 step (the GPU's f32 -> f16 rounding mode may differ), zero
+/// rows past the data, and hi + lo · 2^-11 within 2^-21 of the value (normal f16 range). F32 rows are read at
+/// an offset and a stride wider than the row, as activations are.
+#[test]
+fn split_f16_matches_cpu() {
+    use rullama::gpu::matmul_coop::{split_f16, split_f16_cpu};
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(29);
+    let (cols, rows, pad) = (512, 5, 8);
+    for &ty in TYPES {
+        let (bytes, byte0, row_bytes, values) = if ty == GgmlType::F32 {
+            let stride = cols + 12;
+            let xs: Vec<f32> = (0..8 + rows * stride).map(|_| rng.random_range(-3000.0f32..3000.0) * rng.random_range(0.0f32..1.0).powi(6)).collect();
+            let values: Vec<f32> = (0..rows).flat_map(|r| xs[8 + r * stride..8 + r * stride + cols].to_vec()).collect();
+            (bytemuck::cast_slice(&xs).to_vec(), 32, stride * 4, values)
+        } else {
+            let data = random_matrix(&mut rng, ty, cols, rows);
+            let values = rullama::gguf::dequant::dequantize(ty, &data, cols * rows).unwrap();
+            (data, 0, cols / ty.block_elems() * ty.block_bytes(), values)
+        };
+        let src = kernel::upload(&k.gpu, "src", &bytes);
+        let (hi, lo) = (kernel::storage(&k.gpu, "hi", (pad * cols * 2) as u64), kernel::storage(&k.gpu, "lo", (pad * cols * 2) as u64));
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        split_f16(&k, &mut b, &src, ty, (byte0, row_bytes), (cols, rows, pad), 16.0, (&hi, &lo)).unwrap();
+        b.submit().unwrap();
+        let read = |buf: &wgpu::Buffer| -> Vec<f16> {
+            bytemuck::cast_slice::<u8, u16>(&kernel::read_back(&k.gpu, buf, 0, (pad * cols * 2) as u64).unwrap()).iter().map(|&h| f16::from_bits(h)).collect()
+        };
+        let (gh, gl) = (read(&hi), read(&lo));
+        for (i, v) in values.iter().enumerate() {
+            let v = v * 16.0;
+            let (h, l) = split_f16_cpu(v);
+            assert_eq!(gh[i].to_bits(), h.to_bits(), "{ty} element {i}: hi of {v}");
+            let step = f32::from(l).abs() * 2f32.powi(-10) + 2f32.powi(-24);
+            assert!((f32::from(gl[i]) - f32::from(l)).abs() <= step, "{ty} element {i}: lo {} against {}", gl[i], l);
+            // Below f16's smallest normal (2^-14) hi is 0 and lo alone carries v, to f16's
+            // precision: an absolute error under 2^-25, negligible in a product's sum.
+            let back = f32::from(gh[i]) + f32::from(gl[i]) / 2048.0;
+            let allowed = if v.abs() < 2f32.powi(-14) { v.abs() * 2f32.powi(-11) } else { v.abs() * 2f32.powi(-21) };
+            assert!((back - v).abs() <= allowed + 2f32.powi(-35), "{ty} element {i}: {back} for {v}");
+        }
+        assert!(gh[rows * cols..].iter().chain(&gl[rows * cols..]).all(|h| h.to_bits() == 0), "{ty}: padding rows not zero");
+    }
+}
+
+/// The tensor-core kernel's source for both tile shapes passes naga's validation with every
+/// capability, so CI (whose adapter has no cooperative matrices) still checks it compiles.
+#[test]
+fn coop_kernel_sources_validate() {
+    use rullama::gpu::matmul_coop::{COOP_LARGE, COOP_SMALL};
+    use wgpu::naga;
+    for tile in [COOP_SMALL, COOP_LARGE] {
+        let src = tile.source();
+        let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
+        let mut v = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all());
+        v.validate(&module).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
+    }
+}
+
 /// A stacked [q; k; v] matrix: one token routed part by part into three buffers at offsets
 /// (and [q; k] with no third part), and row ranges of it for several tokens, against the
 /// CPU product of each part.

@@ -1,75 +1,78 @@
-// Quantized matrix multiply on cooperative matrices (tensor cores), y[t, r] = Σ_c w[r, c] · x[t, c],
-// for prefill. Same parameters and bindings as matmul.wgsl (plain mode only, no experts).
-// Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, SGN), a weight
-// type's shaders/quant files (`dq4`) and matmul_params.wgsl.
+// Matrix multiply on cooperative matrices (tensor cores) for prefill:
+// y[t, r] = Σ_c w[r, c] · x[t, c], from x and w already split into f16 hi and lo parts by
+// split_f16.wgsl (x scaled by 2^-4, w by 2^4: the product is unchanged, |x| up to ~1e6
+// stays inside f16's range and small weights out of its subnormals).
+// Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, BM, BN, FR).
 //
-// A workgroup computes 64 tokens x (32 · SGN) rows with 2 · SGN subgroups of 32 invocations,
-// each owning a 32 x 32 block as 2 x 2 fragments of 16 x 16 (f16 inputs, f32 accumulators).
-// Per 32 columns, x and the dequantized weights are staged in workgroup memory as f16.
+// f32 accuracy from f16 inputs: hi·hi goes to one accumulator and lo·hi + hi·lo to
+// another, y = acc_hi + acc_lo · 2^-11 (lo·lo is below f32 rounding): ~2^-22 relative
+// per product instead of f16's 2^-11.
 //
-// f32 accuracy from f16 inputs: each value v is split into hi (v to f16's precision) and
-// lo = f16((v - hi) · 2^11); hi·hi goes to one accumulator and lo·hi + hi·lo to another,
-// y = acc_hi + acc_lo · 2^-11 (the lo·lo term is below f32 rounding). The result matches
-// the f32 kernels to ~2^-22 relative per product instead of f16's 2^-11. Scaling lo up
-// keeps it clear of f16 subnormals, which the device may flush to zero. x is scaled by 2^-4 and weights by 2^4
-// (the product is unchanged) to keep |x| up to ~1e6 inside f16's range and small weights
-// out of the subnormals.
+// A workgroup computes BM tokens x BN rows. Each subgroup of 32 owns 32 tokens x 16·FR
+// rows (FR = 2 or 4) as 2 x FR fragments of 16 x 16, in named variables: arrays of
+// cooperative matrices measured 3x slower on the H100 (they leave registers), and FR is a
+// constant, so the fragments past FR = 2 fold away there. Per 32 columns the workgroup
+// stages its x and w rows (hi and lo) in workgroup memory, fetched into registers one
+// step ahead so the loads overlap the previous step's products. x rows are padded to
+// whole BM tiles and w rows to whole BN tiles with zeros, so no load needs a check.
 //
 // naga 30 writes coopStore before its operands unless they are already evaluated: every
 // coopStore argument is a `let` made before an ordinary assignment (`flush`), which makes
 // naga emit them first.
 
-const BM: u32 = 64u;
-const BN: u32 = 32u * SGN;
-const BK: u32 = 32u;
-const WG: u32 = 64u * SGN;
-const XS: f32 = 0.0625;
-const WS: f32 = 16.0;
+struct Params {
+    cols: u32,       // K, a multiple of 32
+    rows: u32,       // output rows that exist
+    n: u32,          // tokens that exist
+    y_off: u32,
+    y_stride: u32,   // y row length
+    row0: u32,       // y column of row 0
+    row_groups: u32,
+    groups_x: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> xh: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> xl: array<vec4<f16>>;
+@group(0) @binding(3) var<storage, read> wh: array<vec4<f16>>;
+@group(0) @binding(4) var<storage, read> wl: array<vec4<f16>>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+
+const SGM: u32 = BM / 32u;        // subgroups along tokens
+const SGN: u32 = BN / (16u * FR); // subgroups along rows
+const WG: u32 = 32u * SGM * SGN;
 const LS: f32 = 2048.0;
-// Row stride of the staged tiles: BK plus a pad, so the 16 rows a fragment load reads
-// start in different memory banks.
-const SK: u32 = BK + 8u;
-// vec4s staged per invocation and step (x and weights).
-const TV: u32 = (BM + BN) * BK / 4u / WG;
-// Staged tiles, hi and lo parts: rows 0..BM are x (token, column), rows BM.. the weights
-// (one row of BK per output row), which start at WROW.
-const WROW: u32 = BM * SK;
+// Staged rows (x then w), each 32 columns = 8 vec4s plus 2 of padding, so the 16 rows a
+// fragment load reads start in different memory banks.
+const ROWS: u32 = BM + BN;
+const SKV: u32 = 10u;
+// vec4s each invocation stages per step (rows x 8 x hi/lo).
+const TV: u32 = ROWS * 16u / WG;
 
-var<workgroup> t_hi: array<f16, (BM + BN) * SK>;
-var<workgroup> t_lo: array<f16, (BM + BN) * SK>;
-// One 16 x 16 fragment per subgroup, hi and lo accumulators.
-var<workgroup> out_h: array<f32, 2u * SGN * 256u>;
-var<workgroup> out_l: array<f32, 2u * SGN * 256u>;
+var<workgroup> s_hi: array<vec4<f16>, ROWS * SKV>;
+var<workgroup> s_lo: array<vec4<f16>, ROWS * SKV>;
+// One 16 x 16 slot per subgroup for the results on their way out.
+var<workgroup> out_s: array<f32, SGM * SGN * 256u>;
 
-// The hi and lo parts of each element of v (see above). hi is v with its significand cut
-// to f16's 10 bits by a mask, not a round trip through f16: a device compiler may fold
-// f32(f16(v)) back to v (an H100's does), which left lo at zero. Below f16's smallest
-// normal hi is 0 and lo carries v.
-struct Split {
-    hi: vec4<f16>,
-    lo: vec4<f16>,
-}
-
-fn split(v: vec4<f32>) -> Split {
-    let cut = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xFFFFE000u));
-    let h = select(cut, vec4<f32>(0.0), abs(v) < vec4<f32>(6.103515625e-5));
-    return Split(vec4<f16>(h), vec4<f16>((v - h) * LS));
-}
-
-// Staging slot `v` (a vec4 of tile row v / 8) at columns k0..: x at tokens t0.. (tokens
-// past n are zero), then the weights at rows r0.. (rows past the end repeat the last;
-// their results are not written).
-fn fetch(v: u32, t0: u32, r0: u32, k0: u32) -> vec4<f32> {
-    let i = v / (BK / 4u);
-    let c4 = k0 / 4u + v % (BK / 4u);
-    if (i < BM) {
-        if (t0 + i >= p.n) {
-            return vec4<f32>(0.0);
+// Staging slot v < ROWS * 16 at vec4 column c0..: hi (v < ROWS * 8) or lo, of x row
+// tb + i (i < BM) or w row rb + i - BM.
+fn fetch(v: u32, tb: u32, rb: u32, c0: u32, k4: u32) -> vec4<f16> {
+    let part = v / (ROWS * 8u);
+    let i = v % (ROWS * 8u);
+    let row = i / 8u;
+    let c = c0 + i % 8u;
+    if (row < BM) {
+        let at = (tb + row) * k4 + c;
+        if (part == 0u) {
+            return xh[at];
         }
-        return x[p.x_off4 + (t0 + i) * p.x_stride4 + c4] * XS;
+        return xl[at];
     }
-    let rb = (p.w_row0 + min(r0 + i - BM, p.rows - 1u)) * p.row_bytes;
-    return dq4(rb, c4) * WS;
+    let at = (rb + row - BM) * k4 + c;
+    if (part == 0u) {
+        return wh[at];
+    }
+    return wl[at];
 }
 
 @compute @workgroup_size(WG)
@@ -83,96 +86,128 @@ fn main(
     if (lin >= p.row_groups * ((p.n + BM - 1u) / BM)) {
         return;
     }
-    let r0 = (lin % p.row_groups) * BN;
-    let t0 = (lin / p.row_groups) * BM;
-    let tm = sg / SGN; // which 32 tokens of the 64
-    let tn = sg % SGN; // which 32 rows
+    let tm = sg / SGN;
+    let tn = sg % SGN;
+    let tb = (lin / p.row_groups) * BM;
+    let rb = (lin % p.row_groups) * BN;
+    let t0 = tb + tm * 32u;
+    let r0 = rb + tn * 16u * FR;
+    let k4 = p.cols / 4u;
 
-    var acc00 = coop_mat16x16<f32, C>();
-    var acc01 = coop_mat16x16<f32, C>();
-    var acc10 = coop_mat16x16<f32, C>();
-    var acc11 = coop_mat16x16<f32, C>();
-    var lo00 = coop_mat16x16<f32, C>();
-    var lo01 = coop_mat16x16<f32, C>();
-    var lo10 = coop_mat16x16<f32, C>();
-    var lo11 = coop_mat16x16<f32, C>();
-    // Each invocation stages TV vec4s per step (x's slots first, then the weights'),
-    // fetched into registers one step ahead so their loads overlap the previous step's
-    // products.
-    var r: array<vec4<f32>, TV>;
-    let cols = p.cols4 * 4u;
+    // h<i><j>, l<i><j>: hi and lo accumulators of token fragment i, row fragment j.
+    var h00 = coop_mat16x16<f32, C>();
+    var h01 = coop_mat16x16<f32, C>();
+    var h02 = coop_mat16x16<f32, C>();
+    var h03 = coop_mat16x16<f32, C>();
+    var h10 = coop_mat16x16<f32, C>();
+    var h11 = coop_mat16x16<f32, C>();
+    var h12 = coop_mat16x16<f32, C>();
+    var h13 = coop_mat16x16<f32, C>();
+    var l00 = coop_mat16x16<f32, C>();
+    var l01 = coop_mat16x16<f32, C>();
+    var l02 = coop_mat16x16<f32, C>();
+    var l03 = coop_mat16x16<f32, C>();
+    var l10 = coop_mat16x16<f32, C>();
+    var l11 = coop_mat16x16<f32, C>();
+    var l12 = coop_mat16x16<f32, C>();
+    var l13 = coop_mat16x16<f32, C>();
+    var r: array<vec4<f16>, TV>;
     for (var s = 0u; s < TV; s++) {
-        r[s] = fetch(lid + s * WG, t0, r0, 0u);
+        r[s] = fetch(lid + s * WG, tb, rb, 0u, k4);
     }
-    for (var k0 = 0u; k0 < cols; k0 += BK) {
+    for (var c0 = 0u; c0 < k4; c0 += 8u) {
         for (var s = 0u; s < TV; s++) {
             let v = lid + s * WG;
-            let sp = split(r[s]);
-            let at = (v / (BK / 4u)) * SK + 4u * (v % (BK / 4u));
-            for (var e = 0u; e < 4u; e++) {
-                t_hi[at + e] = sp.hi[e];
-                t_lo[at + e] = sp.lo[e];
+            let i = v % (ROWS * 8u);
+            let at = (i / 8u) * SKV + i % 8u;
+            if (v < ROWS * 8u) {
+                s_hi[at] = r[s];
+            } else {
+                s_lo[at] = r[s];
             }
         }
         workgroupBarrier();
-        if (k0 + BK < cols) {
+        if (c0 + 8u < k4) {
             for (var s = 0u; s < TV; s++) {
-                r[s] = fetch(lid + s * WG, t0, r0, k0 + BK);
+                r[s] = fetch(lid + s * WG, tb, rb, c0 + 8u, k4);
             }
         }
-        for (var kk = 0u; kk < BK; kk += 16u) {
-            let ia = tm * 32u * SK + kk;
-            let ib = WROW + tn * 32u * SK + kk;
-            let a0h = coopLoadT<coop_mat16x16<f16, A>>(&t_hi[ia], SK);
-            let a1h = coopLoadT<coop_mat16x16<f16, A>>(&t_hi[ia + 16u * SK], SK);
-            let a0l = coopLoadT<coop_mat16x16<f16, A>>(&t_lo[ia], SK);
-            let a1l = coopLoadT<coop_mat16x16<f16, A>>(&t_lo[ia + 16u * SK], SK);
-            // B = W^T: element (k, r) sits at r * SK + k, column-major with stride SK.
-            let b0h = coopLoad<coop_mat16x16<f16, B>>(&t_hi[ib], SK);
-            let b1h = coopLoad<coop_mat16x16<f16, B>>(&t_hi[ib + 16u * SK], SK);
-            let b0l = coopLoad<coop_mat16x16<f16, B>>(&t_lo[ib], SK);
-            let b1l = coopLoad<coop_mat16x16<f16, B>>(&t_lo[ib + 16u * SK], SK);
-            acc00 = coopMultiplyAdd(a0h, b0h, acc00);
-            acc01 = coopMultiplyAdd(a0h, b1h, acc01);
-            acc10 = coopMultiplyAdd(a1h, b0h, acc10);
-            acc11 = coopMultiplyAdd(a1h, b1h, acc11);
-            lo00 = coopMultiplyAdd(a0l, b0h, coopMultiplyAdd(a0h, b0l, lo00));
-            lo01 = coopMultiplyAdd(a0l, b1h, coopMultiplyAdd(a0h, b1l, lo01));
-            lo10 = coopMultiplyAdd(a1l, b0h, coopMultiplyAdd(a1h, b0l, lo10));
-            lo11 = coopMultiplyAdd(a1l, b1h, coopMultiplyAdd(a1h, b1l, lo11));
+        for (var kk = 0u; kk < 8u; kk += 4u) {
+            let ia = tm * 32u * SKV + kk;
+            let ib = (BM + tn * 16u * FR) * SKV + kk;
+            let a0h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia], SKV);
+            let a0l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia], SKV);
+            let a1h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia + 16u * SKV], SKV);
+            let a1l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia + 16u * SKV], SKV);
+            // B = W^T: element (k, r) at r * SKV (vec4s) + k / 4, column-major.
+            let b0h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib], SKV);
+            let b0l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib], SKV);
+            let b1h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 16u * SKV], SKV);
+            let b1l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 16u * SKV], SKV);
+            h00 = coopMultiplyAdd(a0h, b0h, h00);
+            h01 = coopMultiplyAdd(a0h, b1h, h01);
+            h10 = coopMultiplyAdd(a1h, b0h, h10);
+            h11 = coopMultiplyAdd(a1h, b1h, h11);
+            l00 = coopMultiplyAdd(a0l, b0h, coopMultiplyAdd(a0h, b0l, l00));
+            l01 = coopMultiplyAdd(a0l, b1h, coopMultiplyAdd(a0h, b1l, l01));
+            l10 = coopMultiplyAdd(a1l, b0h, coopMultiplyAdd(a1h, b0l, l10));
+            l11 = coopMultiplyAdd(a1l, b1h, coopMultiplyAdd(a1h, b1l, l11));
+            if (FR == 4u) {
+                let b2h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 32u * SKV], SKV);
+                let b2l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 32u * SKV], SKV);
+                let b3h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 48u * SKV], SKV);
+                let b3l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 48u * SKV], SKV);
+                h02 = coopMultiplyAdd(a0h, b2h, h02);
+                h03 = coopMultiplyAdd(a0h, b3h, h03);
+                h12 = coopMultiplyAdd(a1h, b2h, h12);
+                h13 = coopMultiplyAdd(a1h, b3h, h13);
+                l02 = coopMultiplyAdd(a0l, b2h, coopMultiplyAdd(a0h, b2l, l02));
+                l03 = coopMultiplyAdd(a0l, b3h, coopMultiplyAdd(a0h, b3l, l03));
+                l12 = coopMultiplyAdd(a1l, b2h, coopMultiplyAdd(a1h, b2l, l12));
+                l13 = coopMultiplyAdd(a1l, b3h, coopMultiplyAdd(a1h, b3l, l13));
+            }
         }
         workgroupBarrier();
     }
 
-    // Each fragment goes through this subgroup's 16 x 16 slot of workgroup memory, from
-    // which its lanes write the rows and tokens that exist.
+    // Fragment f (token fragment f / FR, row fragment f % FR) goes out through this
+    // subgroup's slot: hi first (kept in registers), then lo, added and written where the
+    // token and row exist.
     var flush = 0u;
     let slot = sg * 256u;
-    for (var f = 0u; f < 4u; f++) {
-        var fh = acc00;
-        var fl = lo00;
-        if (f == 1u) {
-            fh = acc01;
-            fl = lo01;
-        } else if (f == 2u) {
-            fh = acc10;
-            fl = lo10;
-        } else if (f == 3u) {
-            fh = acc11;
-            fl = lo11;
+    for (var f = 0u; f < 2u * FR; f++) {
+        var fh = h00;
+        var fl = l00;
+        switch ((f / FR) * 4u + f % FR) {
+            case 1u: { fh = h01; fl = l01; }
+            case 2u: { fh = h02; fl = l02; }
+            case 3u: { fh = h03; fl = l03; }
+            case 4u: { fh = h10; fl = l10; }
+            case 5u: { fh = h11; fl = l11; }
+            case 6u: { fh = h12; fl = l12; }
+            case 7u: { fh = h13; fl = l13; }
+            default: {}
         }
         let oh = fh;
         let ol = fl;
         let stride = 16u;
         flush = slot;
-        coopStoreT(oh, &out_h[slot], stride);
-        coopStoreT(ol, &out_l[slot], stride);
+        coopStoreT(oh, &out_s[slot], stride);
         workgroupBarrier();
-        for (var e = lane; e < 256u; e += 32u) {
-            let t = t0 + tm * 32u + (f / 2u) * 16u + e / 16u;
-            let r = r0 + tn * 32u + (f % 2u) * 16u + e % 16u;
+        var hv: array<f32, 8>;
+        for (var e = 0u; e < 8u; e++) {
+            hv[e] = out_s[slot + lane + 32u * e];
+        }
+        workgroupBarrier();
+        flush = slot + 1u;
+        coopStoreT(ol, &out_s[slot], stride);
+        workgroupBarrier();
+        for (var e = 0u; e < 8u; e++) {
+            let q = lane + 32u * e;
+            let t = t0 + (f / FR) * 16u + q / 16u;
+            let r = r0 + (f % FR) * 16u + q % 16u;
             if (t < p.n && r < p.rows) {
-                y[p.y_off + t * p.y_stride + p.row0 + r] = out_h[slot + e] + out_l[slot + e] * (1.0 / LS);
+                y[p.y_off + t * p.y_stride + p.row0 + r] = hv[e] + out_s[slot + q] * (1.0 / LS);
             }
         }
         workgroupBarrier();

@@ -199,36 +199,9 @@ fn matmul_kernel(k: &Kernels, ty: GgmlType, t: usize) -> Result<Arc<Kernel>> {
     })
 }
 
-/// Tokens from which prefill matmuls run on tensor cores (`matmul_coop.wgsl`) where the
+/// Tokens from which prefill matmuls run on tensor cores (`gpu::matmul_coop`) where the
 /// device has them; fewer stay on the f32 kernel, whose token tiles (≤ MAX_T) fit them.
 const COOP_MIN_TOKENS: usize = MAX_T + 1;
-/// Subgroups of 32 along the rows of a tensor-core tile (the tile is 64 tokens x 32·SGN
-/// rows). Measured on the H100: 4 gives 10-11 TFLOP/s on E2B's matrices against 8-10 with
-/// 2 and 4-6 with 1; narrower tiles for small matrices (more workgroups) did not help
-/// Gemma 3 270M and cost E2B prefill 1594 -> 1174 tok/s (with 512-token chunks).
-const COOP_SGN: usize = 4;
-/// Tokens per tensor-core tile, and columns per step (matmul_coop.wgsl's BM and BK).
-const COOP_BM: usize = 64;
-const COOP_BK: usize = 32;
-
-/// The tensor-core matmul for weight type `ty`.
-fn matmul_coop_kernel(k: &Kernels, ty: GgmlType) -> Result<Arc<Kernel>> {
-    let sgn = COOP_SGN;
-    let name = format!("matmul_coop/{ty}/sgn{sgn}");
-    let quant = quant_parts(ty)?;
-    k.get(&name, || {
-        let header = format!("enable f16;\nenable wgpu_cooperative_matrix;\nconst SGN: u32 = {sgn}u;\n");
-        let mut parts = vec![header.as_str()];
-        parts.extend(&quant);
-        parts.extend([shaders::MATMUL_PARAMS, shaders::MATMUL_COOP]);
-        KernelSource {
-            name: name.clone(),
-            code: compose(&parts),
-            entry: "main",
-            buffers: vec![Access::Read, Access::Read, Access::ReadWrite, Access::Read],
-        }
-    })
-}
 
 /// Error unless `buf` holds `elems` 4-byte elements.
 fn check_len(buf: &wgpu::Buffer, what: &str, elems: usize) -> Result<()> {
@@ -324,13 +297,13 @@ fn plain_matmul(
     y: &wgpu::Buffer,
     y_off: usize,
 ) -> Result<()> {
-    let coop = k.use_coop && k.gpu.coop && n >= COOP_MIN_TOKENS && w.cols.is_multiple_of(COOP_BK);
+    if n >= COOP_MIN_TOKENS && super::matmul_coop::usable(k, w.cols) {
+        return super::matmul_coop::matmul_coop(k, b, w, range, x, x_off, x_stride, n, y, y_off);
+    }
     // Small batches get the smallest token tile that fits.
-    let t = if coop { COOP_BM } else { n.min(MAX_T).next_power_of_two() };
-    let (kernel, rw) = match coop {
-        true => (matmul_coop_kernel(k, w.ty)?, 32 * COOP_SGN),
-        false => (matmul_kernel(k, w.ty, t)?, RW as usize),
-    };
+    let t = n.min(MAX_T).next_power_of_two();
+    let kernel = matmul_kernel(k, w.ty, t)?;
+    let rw = RW as usize;
     let p = MatmulParams {
         cols4: (w.cols / 4) as u32,
         row_bytes: w.row_bytes() as u32,

@@ -8,6 +8,7 @@ pub mod device;
 pub mod elementwise;
 pub mod kernel;
 pub mod matmul;
+pub mod matmul_coop;
 pub mod forward;
 pub mod moe;
 pub mod norm;
@@ -32,6 +33,7 @@ pub mod shaders {
     pub const MATMUL: &str = include_str!("../../shaders/matmul/matmul.wgsl");
     pub const MATMUL_PARAMS: &str = include_str!("../../shaders/matmul/matmul_params.wgsl");
     pub const MATMUL_COOP: &str = include_str!("../../shaders/matmul/matmul_coop.wgsl");
+    pub const SPLIT_F16: &str = include_str!("../../shaders/matmul/split_f16.wgsl");
     pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
     pub const EMBED: &str = include_str!("../../shaders/matmul/embed.wgsl");

@@ -1,0 +1,47 @@
+// Rows of a matrix (a weight type's blocks through its dq4, or f32 activations through
+// f32.wgsl's) as f16 hi and lo parts for matmul_coop.wgsl: v · scale = hi + lo · 2^-11,
+// both packed two per u32, row-major, `cols` per row. Rows from `rows` up to the grid's
+// end are written as zeros, so the product kernel reads whole tiles without checks.
+// CPU twin: `gpu::matmul_coop::split_f16_cpu`.
+//
+// hi is v · scale with its significand cut to f16's 10 bits by a mask (exact in f16), 0
+// below f16's smallest normal; lo = f16((v · scale - hi) · 2^11), scaled up to stay clear
+// of f16 subnormals, which a device may flush. The mask rather than a round trip through
+// f16: a device compiler may fold f32(f16(v)) back to v (an H100's does).
+
+struct Params {
+    cols4: u32,      // columns / 4
+    rows: u32,       // rows that hold data; rows past it (to the padded end) are zeros
+    byte0: u32,      // byte offset of row 0 in `w`
+    row_bytes: u32,  // byte stride of rows in `w`
+    total: u32,      // vec4s to write: padded rows x cols4
+    groups_x: u32,
+    scale: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read_write> hi: array<vec2<u32>>;
+@group(0) @binding(3) var<storage, read_write> lo: array<vec2<u32>>;
+
+const LS: f32 = 2048.0;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    // One vec4 of a row per invocation.
+    let i = (wg.x + wg.y * p.groups_x) * 256u + lid;
+    if (i >= p.total) {
+        return;
+    }
+    let r = i / p.cols4;
+    let c4 = i % p.cols4;
+    var v = vec4<f32>(0.0);
+    if (r < p.rows) {
+        v = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
+    }
+    let cut = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xFFFFE000u));
+    let h = select(cut, vec4<f32>(0.0), abs(v) < vec4<f32>(6.103515625e-5));
+    let l = (v - h) * LS;
+    hi[i] = vec2<u32>(pack2x16float(h.xy), pack2x16float(h.zw));
+    lo[i] = vec2<u32>(pack2x16float(l.xy), pack2x16float(l.zw));
+}

@@ -1,0 +1,213 @@
+//! Prefill matmul on cooperative matrices (tensor cores): x and the weight rows are split
+//! into f16 hi and lo parts (`shaders/matmul/split_f16.wgsl`), then multiplied three
+//! products per result (`shaders/matmul/matmul_coop.wgsl`) for f32 accuracy. Splitting
+//! once per matmul keeps dequantization and conversion out of the product kernel's loop,
+//! which then only loads fragments and multiplies. CPU twins: `split_f16_cpu`, and
+//! `cpu::ops::matmul` for the product (tests/gpu_matmul.rs).
+
+use super::kernel::{Access, Batch, KernelSource, Kernels};
+use super::weights::GpuMatrix;
+use super::{compose, grid_1d, launch, shaders, u32_of};
+use crate::gguf::GgmlType;
+use crate::{Error, Result};
+
+/// A tile shape of matmul_coop.wgsl: `bm` tokens x `bn` rows per workgroup, `fr` row
+/// fragments (of 16) per subgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoopTile {
+    pub bm: usize,
+    pub bn: usize,
+    pub fr: usize,
+}
+
+/// The default tile: four subgroups of 32 x 32. Measured on the H100 (Q4_K, 512 tokens):
+/// 25-39 TFLOP/s on Gemma 4 E2B's layer matrices, against 9-23 with 64 x 128 (eight
+/// subgroups) and 13-16 with 128 x 64 of 32 x 64 subgroups.
+pub const COOP_SMALL: CoopTile = CoopTile { bm: 64, bn: 64, fr: 2 };
+/// For tall matrices over many tokens: eight subgroups of 32 x 64, which share each staged
+/// row among more products (E2B's [gate; up], 12288 rows: 49 TFLOP/s against 39); smaller
+/// matrices leave too few workgroups with it (~20 TFLOP/s).
+pub const COOP_LARGE: CoopTile = CoopTile { bm: 128, bn: 128, fr: 4 };
+
+impl CoopTile {
+    /// Workgroup memory the kernel declares: staged hi and lo rows (10 vec4<f16> each)
+    /// and one 16 x 16 f32 slot per subgroup.
+    pub fn workgroup_bytes(&self) -> usize {
+        let subgroups = (self.bm / 32) * (self.bn / (16 * self.fr));
+        2 * (self.bm + self.bn) * 10 * 8 + subgroups * 1024
+    }
+
+    /// The kernel's source for this tile.
+    pub fn source(&self) -> String {
+        let header = format!(
+            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\n",
+            self.bm, self.bn, self.fr
+        );
+        compose(&[&header, shaders::MATMUL_COOP])
+    }
+}
+
+/// The tile for `rows` output rows and `n` tokens on `k`'s device.
+fn tile_for(k: &Kernels, rows: usize, n: usize) -> CoopTile {
+    let large = rows >= 8192 && n >= 256 && COOP_LARGE.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize;
+    if large { COOP_LARGE } else { COOP_SMALL }
+}
+/// Columns must be a multiple of this (the kernel steps 16 at a time; 32 keeps rows of
+/// f16 pairs whole).
+pub(crate) const COLS_MULTIPLE: usize = 32;
+/// x is scaled by 2^-4 and w by 2^4 before the split (see split_f16.wgsl).
+const XS: f32 = 0.0625;
+const WS: f32 = 16.0;
+/// Largest split weight chunk (each of hi and lo), bounded further by the binding limit.
+const SPLIT_MAX_BYTES: u64 = 64 << 20;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct SplitParams {
+    cols4: u32,
+    rows: u32,
+    byte0: u32,
+    row_bytes: u32,
+    total: u32,
+    groups_x: u32,
+    scale: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct CoopParams {
+    cols: u32,
+    rows: u32,
+    n: u32,
+    y_off: u32,
+    y_stride: u32,
+    row0: u32,
+    row_groups: u32,
+    groups_x: u32,
+}
+
+/// What `split_f16.wgsl` computes for one value already scaled: `(hi, lo)` with
+/// `v = hi + lo · 2^-11` to ~2^-22 relative.
+pub fn split_f16_cpu(v: f32) -> (half::f16, half::f16) {
+    let cut = f32::from_bits(v.to_bits() & 0xFFFF_E000);
+    let hi = if v.abs() < 6.103_515_6e-5 { 0.0 } else { cut };
+    (half::f16::from_f32(hi), half::f16::from_f32((v - hi) * 2048.0))
+}
+
+/// Record the split of `rows` rows of `cols` elements of type `ty` in `src` (row `i` at
+/// byte `byte0 + i · row_bytes`), scaled by `scale`, into `hi` and `lo`, with zero rows up
+/// to `rows_pad`.
+#[allow(clippy::too_many_arguments)]
+pub fn split_f16(
+    k: &Kernels,
+    b: &mut Batch,
+    src: &wgpu::Buffer,
+    ty: GgmlType,
+    (byte0, row_bytes): (usize, usize),
+    (cols, rows, rows_pad): (usize, usize, usize),
+    scale: f32,
+    (hi, lo): (&wgpu::Buffer, &wgpu::Buffer),
+) -> Result<()> {
+    if !cols.is_multiple_of(4) || rows > rows_pad {
+        return Err(Error::Input(format!("split_f16: {rows} rows of {cols} columns into {rows_pad} (columns must be a multiple of 4)")));
+    }
+    let total = rows_pad * cols / 4;
+    if (total as u64) * 8 > hi.size().min(lo.size()) {
+        return Err(Error::Input(format!("split_f16: {rows_pad} rows of {cols} do not fit the output buffers")));
+    }
+    let quant = shaders::quant(ty).ok_or_else(|| Error::UnsupportedType(format!("{ty} (no GPU split kernel for this type)")))?;
+    let mut parts = quant;
+    parts.push(shaders::SPLIT_F16);
+    let p = SplitParams {
+        cols4: u32_of(cols / 4, "split_f16 columns")?,
+        rows: u32_of(rows, "split_f16 rows")?,
+        byte0: u32_of(byte0, "split_f16 offset")?,
+        row_bytes: u32_of(row_bytes, "split_f16 row stride")?,
+        total: u32_of(total, "split_f16 size")?,
+        groups_x: 0,
+        scale,
+    };
+    let name = format!("split_f16/{ty}");
+    launch(k, b, &name, &parts, &[Access::Read, Access::ReadWrite, Access::ReadWrite], &[src, hi, lo], total.div_ceil(256), |gx| SplitParams { groups_x: gx, ..p })
+}
+
+/// Whether the tensor-core matmul takes a matrix of `cols` columns on `k`.
+pub(crate) fn usable(k: &Kernels, cols: usize) -> bool {
+    k.use_coop
+        && k.gpu.coop
+        && cols.is_multiple_of(COLS_MULTIPLE)
+        && COOP_SMALL.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize
+}
+
+/// `y[t, row0 + r] = Σ_c w[first + r, c] · x[t, c]` for r < `count` (rows of `w`'s tiles,
+/// `range = None`: all of them, y row `y_stride` = w.rows) on tensor cores; x rows
+/// `x_stride` apart from element `x_off`. The caller checked shapes and buffer sizes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_coop(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    range: Option<(usize, usize)>,
+    x: &wgpu::Buffer,
+    x_off: usize,
+    x_stride: usize,
+    n: usize,
+    y: &wgpu::Buffer,
+    y_off: usize,
+) -> Result<()> {
+    let tile = tile_for(k, range.map_or(w.rows, |r| r.1), n);
+    let (bm, bn) = (tile.bm, tile.bn);
+    let cols = w.cols;
+    let n_pad = n.div_ceil(bm) * bm;
+    let x_bytes = (n_pad * cols * 2) as u64;
+    let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
+    split_f16(k, b, x, GgmlType::F32, (x_off * 4, x_stride * 4), (cols, n, n_pad), XS, (&xh, &xl))?;
+
+    // Weight rows in chunks whose split fits one binding.
+    // A power of two: scratch buffers are sized up to one.
+    let cap = 1u64 << (63 - k.gpu.max_binding().min(SPLIT_MAX_BYTES).leading_zeros());
+    let chunk = (cap as usize / (cols * 2)) / bn * bn;
+    if chunk == 0 {
+        return Err(Error::Input(format!("matmul: rows of {cols} columns are too long for the tensor-core kernel")));
+    }
+    let name = format!("matmul_coop/{}x{}", tile.bm, tile.bn);
+    let kernel = k.get(&name, || KernelSource {
+        name: name.clone(),
+        code: tile.source(),
+        entry: "main",
+        buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    })?;
+    let row_bytes = w.row_bytes();
+    let y_stride = range.map_or(w.rows, |r| r.1);
+    for tile in w.tiles() {
+        // Rows of this tile to compute: `first` in the tile's buffer, `count` of them, the
+        // first landing at y column `out0`.
+        let (first, count, out0) = match range {
+            Some((f, c)) => (f, c, 0),
+            None => (0, tile.rows, tile.row0),
+        };
+        let mut c0 = 0;
+        while c0 < count {
+            let rc = chunk.min(count - c0);
+            let rp = rc.div_ceil(bn) * bn;
+            let w_bytes = (rp * cols * 2) as u64;
+            let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
+            split_f16(k, b, &tile.buffer, w.ty, ((first + c0) * row_bytes, row_bytes), (cols, rc, rp), WS, (&wh, &wl))?;
+            let groups = (rp / bn) * (n_pad / bm);
+            let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
+            let p = CoopParams {
+                cols: u32_of(cols, "matmul columns")?,
+                rows: rc as u32,
+                n: u32_of(n, "matmul tokens")?,
+                y_off: u32_of(y_off, "matmul output offset")?,
+                y_stride: u32_of(y_stride, "matmul output stride")?,
+                row0: u32_of(out0 + c0, "matmul output row")?,
+                row_groups: (rp / bn) as u32,
+                groups_x,
+            };
+            b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y], &p, grid)?;
+            c0 += rc;
+        }
+    }
+    Ok(())
+}
