@@ -221,7 +221,7 @@ fn attention_matches_cpu_on(k: &Kernels) {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     // (n_tokens, n_heads, kv_heads, head_dim, v_head_dim, pos0, window, scale)
     type Case = (usize, usize, usize, usize, usize, usize, usize, f32);
-    let cases: [Case; 11] = [
+    let cases: [Case; 13] = [
         (1, 4, 2, 32, 32, 0, 0, 1.0),
         // Decode shapes: Gemma 4 sliding (window) and global (512-wide) layers, an odd width.
         (1, 8, 1, 256, 256, 700, 512, 0.0625),
@@ -234,6 +234,10 @@ fn attention_matches_cpu_on(k: &Kernels) {
         (2, 4, 2, 64, 64, 210, 5, 0.125),
         (70, 2, 1, 32, 33, 150, 100, 0.2),
         (1, 2, 1, 512, 512, 140, 0, 0.044),
+        // Prefill: eight heads of one KV head (Gemma 4 global layers; four per workgroup), and
+        // groups of three (one head per workgroup).
+        (5, 8, 1, 512, 512, 40, 0, 0.044),
+        (6, 6, 2, 64, 64, 30, 0, 0.1),
     ];
     for (n_tokens, n_heads, kv_heads, hd, vhd, pos0, window, scale) in cases {
         let positions = pos0 + n_tokens;
