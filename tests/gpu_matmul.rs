@@ -620,6 +620,44 @@ fn split_f16_matches_cpu() {
     }
 }
 
+/// split_k_sum.wgsl against its CPU twin: the same adds in the same order, so equal to the
+/// bit; it writes only its rows of each y row (sentinels around stay).
+#[test]
+fn split_k_sum_matches_cpu() {
+    use rullama::gpu::matmul_coop::{split_k_sum, split_k_sum_cpu};
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    for (splits, n, rows) in [(1, 3, 7), (3, 5, 70), (6, 2, 300)] {
+        let part = rand_vec(&mut rng, splits * n * rows);
+        let (y_off, y_stride, row0) = (5, rows + 9, 4);
+        let len = y_off + n * y_stride;
+        let pb = up(&k, &part);
+        let got = run(&k, len, |b, y| split_k_sum(&k, b, &pb, (splits, n, rows), y, (y_off, y_stride, row0)).unwrap());
+        let want = split_k_sum_cpu(&part, splits, n, rows);
+        for (i, v) in got.iter().enumerate() {
+            let (t, c) = ((i.wrapping_sub(y_off)) / y_stride, (i.wrapping_sub(y_off)) % y_stride);
+            let inside = i >= y_off && t < n && c >= row0 && c < row0 + rows;
+            let expect = if inside { want[t * rows + c - row0] } else { SENTINEL };
+            assert_eq!(v.to_bits(), expect.to_bits(), "splits {splits} n {n} rows {rows}: element {i}");
+        }
+    }
+}
+
+/// The split-K plan covers every column once, in ranges that are multiples of 32 and (when
+/// split) at least 256 columns long.
+#[test]
+fn split_k_plan_covers_columns() {
+    use rullama::gpu::matmul_coop::split_k_plan;
+    for groups in [1, 7, 32, 192, 511, 512, 4000] {
+        for cols in [32, 256, 640, 1536, 2048, 6144, 16384] {
+            let (splits, per) = split_k_plan(groups, cols);
+            assert!(splits >= 1 && per % 32 == 0, "groups {groups} cols {cols}");
+            assert!(splits * per >= cols && (splits - 1) * per < cols, "groups {groups} cols {cols}: {splits} x {per}");
+            assert!(splits == 1 || per >= 256, "groups {groups} cols {cols}: {splits} x {per}");
+        }
+    }
+}
+
 /// The tensor-core kernel's source for both tile shapes passes naga's validation with every
 /// capability, so CI (whose adapter has no cooperative matrices) still checks it compiles.
 #[test]

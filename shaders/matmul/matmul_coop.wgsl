@@ -15,6 +15,8 @@
 // stages its x and w rows (hi and lo) in workgroup memory, fetched into registers one
 // step ahead so the loads overlap the previous step's products. x rows are padded to
 // whole BM tiles and w rows to whole BN tiles with zeros, so no load needs a check.
+// Matrices whose tiles alone would leave the GPU idle are split along their columns too
+// (split-K): each range writes a partial y that split_k_sum.wgsl adds up.
 //
 // naga 30 writes coopStore before its operands unless they are already evaluated: every
 // coopStore argument is a `let` made before an ordinary assignment (`flush`), which makes
@@ -29,6 +31,9 @@ struct Params {
     row0: u32,       // y column of row 0
     row_groups: u32,
     groups_x: u32,
+    splits: u32,       // column ranges (split-K); each writes its own partial y
+    split_cols: u32,   // columns per range, a multiple of 32
+    split_stride: u32, // y elements between ranges' partials (0 when splits == 1)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -82,10 +87,13 @@ fn main(
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let lin = wg.x + wg.y * p.groups_x;
-    if (lin >= p.row_groups * ((p.n + BM - 1u) / BM)) {
+    let tiles = p.row_groups * ((p.n + BM - 1u) / BM);
+    let g = wg.x + wg.y * p.groups_x;
+    if (g >= tiles * p.splits) {
         return;
     }
+    let split = g / tiles;
+    let lin = g % tiles;
     let tm = sg / SGN;
     let tn = sg % SGN;
     let tb = (lin / p.row_groups) * BM;
@@ -93,6 +101,9 @@ fn main(
     let t0 = tb + tm * 32u;
     let r0 = rb + tn * 16u * FR;
     let k4 = p.cols / 4u;
+    // This workgroup's columns, in vec4s.
+    let c_begin = split * (p.split_cols / 4u);
+    let c_end = min(k4, c_begin + p.split_cols / 4u);
 
     // h<i><j>, l<i><j>: hi and lo accumulators of token fragment i, row fragment j.
     var h00 = coop_mat16x16<f32, C>();
@@ -113,9 +124,9 @@ fn main(
     var l13 = coop_mat16x16<f32, C>();
     var r: array<vec4<f16>, TV>;
     for (var s = 0u; s < TV; s++) {
-        r[s] = fetch(lid + s * WG, tb, rb, 0u, k4);
+        r[s] = fetch(lid + s * WG, tb, rb, c_begin, k4);
     }
-    for (var c0 = 0u; c0 < k4; c0 += 8u) {
+    for (var c0 = c_begin; c0 < c_end; c0 += 8u) {
         for (var s = 0u; s < TV; s++) {
             let v = lid + s * WG;
             let i = v % (ROWS * 8u);
@@ -127,7 +138,7 @@ fn main(
             }
         }
         workgroupBarrier();
-        if (c0 + 8u < k4) {
+        if (c0 + 8u < c_end) {
             for (var s = 0u; s < TV; s++) {
                 r[s] = fetch(lid + s * WG, tb, rb, c0 + 8u, k4);
             }
@@ -207,7 +218,7 @@ fn main(
             let t = t0 + (f / FR) * 16u + q / 16u;
             let r = r0 + (f % FR) * 16u + q % 16u;
             if (t < p.n && r < p.rows) {
-                y[p.y_off + t * p.y_stride + p.row0 + r] = hv[e] + out_s[slot + q] * (1.0 / LS);
+                y[p.y_off + split * p.split_stride + t * p.y_stride + p.row0 + r] = hv[e] + out_s[slot + q] * (1.0 / LS);
             }
         }
         workgroupBarrier();

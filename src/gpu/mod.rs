@@ -34,6 +34,7 @@ pub mod shaders {
     pub const MATMUL_PARAMS: &str = include_str!("../../shaders/matmul/matmul_params.wgsl");
     pub const MATMUL_COOP: &str = include_str!("../../shaders/matmul/matmul_coop.wgsl");
     pub const SPLIT_F16: &str = include_str!("../../shaders/matmul/split_f16.wgsl");
+    pub const SPLIT_K_SUM: &str = include_str!("../../shaders/matmul/split_k_sum.wgsl");
     pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
     pub const EMBED: &str = include_str!("../../shaders/matmul/embed.wgsl");
