@@ -705,8 +705,7 @@ impl GpuModel {
         // fold in the pending residual step (each matvec then makes it, with the same result;
         // s.y is not written); several: they read s.y.
         let qkv = &w.qkv;
-        let widest = [qkv.k.as_ref(), qkv.v.as_ref()].into_iter().flatten().map(|m| m.rows).fold(qkv.m.rows, usize::max);
-        let input = r.input(k, b, Some(&w.attn_norm), &s.y, (n == 1).then_some(widest))?;
+        let input = r.input(k, b, Some(&w.attn_norm), &s.y, n == 1)?;
         let proj = |b: &mut Batch, m: &GpuMatrix, dst: &wgpu::Buffer, off: usize| match n {
             1 => matmul::matvec_input(k, b, m, input, dst, off),
             _ => matmul::matmul(k, b, m, &s.y, 0, n, dst, off),
@@ -772,11 +771,9 @@ impl GpuModel {
         matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
         // x += RMS(a; post_attention_norm); the FFN reads RMS(x; ffn_norm).
         r.push(k, b, Step { a: &s.a, post: &w.post_attn_norm, scale: None })?;
-        let pairs = match &w.gate_up {
-            GateUp::Stacked(m) if n == 1 => Some(m.rows / 2),
-            _ => None,
-        };
-        let input = r.input(k, b, Some(&w.ffn_norm), &s.y, pairs)?;
+        // One token with [gate; up] stacked: one matvec, which takes the folded input.
+        let one_matvec = n == 1 && matches!(w.gate_up, GateUp::Stacked(_));
+        let input = r.input(k, b, Some(&w.ffn_norm), &s.y, one_matvec)?;
 
         // Feed-forward: dense, plus the MoE branch on MoE models.
         let f = plan.ffn_width;
@@ -809,7 +806,7 @@ impl GpuModel {
             (Some(pw), Some(ps)) => {
                 r.push(k, b, Step { a: &s.ffn, post: &w.post_ffw_norm, scale: None })?;
                 let (pd, lp) = (c.ple_dim, c.ple_dim * c.n_layers);
-                let input = r.input(k, b, None, &s.y, (n == 1).then_some(pw.inp_gate.rows))?;
+                let input = r.input(k, b, None, &s.y, n == 1)?;
                 if n == 1 {
                     matmul::matvec_gelu_mul(k, b, &pw.inp_gate, input, &ps.inputs, li * pd, &ps.g, 0)?;
                 } else {

@@ -17,13 +17,6 @@ pub(super) struct Step<'a> {
     pub scale: Option<(&'a wgpu::Buffer, f32)>,
 }
 
-/// Largest matvec (output rows) a residual step is folded into. Every workgroup of the
-/// matvec redoes the step, so its cost grows with the matvec while the dispatch it saves
-/// costs the same. Decode on an H100 (Gemma 3 270M / Gemma 4 E2B layouts, tok/s): no
-/// folding 664 / 194; up to 2048 rows 739 / 198; up to 3000 (E2B's q, k, v too) 729 / 199;
-/// everything (E2B's [gate; up]: 6144 row pairs) 718 / 191.
-const FOLD_MAX_ROWS: usize = 2048;
-
 pub(super) struct Residual<'a> {
     cur: &'a wgpu::Buffer,
     other: &'a wgpu::Buffer,
@@ -69,12 +62,19 @@ impl<'a> Residual<'a> {
     }
 
     /// The input of the next block: the residual normed by `pre` (or the residual itself).
-    /// For a matvec of `rows` output rows (`matvec`; None for anything else) in a pass that
-    /// folds, the pending step goes into it if the matvec is small enough; otherwise it is
+    /// When the next block is one matvec (`matvec`; every one of its matvecs may take the
+    /// same input) in a pass that folds, the pending step goes into it; otherwise it is
     /// flushed and the input is `y` (with `pre`) or the residual buffer.
-    pub fn input(&mut self, k: &Kernels, b: &mut Batch, pre: Option<&'a wgpu::Buffer>, y: &'a wgpu::Buffer, matvec: Option<usize>) -> Result<MatvecIn<'a>> {
-        let small = matvec.is_some_and(|rows| rows <= FOLD_MAX_ROWS);
-        if self.fold && small && let Some(s) = self.pending.take() {
+    ///
+    /// Every workgroup of the matvec redoes the step, so its cost grows with the matvec
+    /// while the dispatch it saves costs the same; yet folding into every matvec measured
+    /// best. Decode on an H100 (Gemma 3 270M / Gemma 4 E2B layouts, tok/s): with naga's
+    /// loop bounding (fourth session) no folding 664 / 194, into matvecs of up to 2048 rows
+    /// 739 / 198, into all 718 / 191; without it (kernels now compile so) up to 2048 rows
+    /// 1,015-1,025 / 266-277, all (E2B's [gate; up]: 6144 row pairs) 1,024-1,028 / 283-285,
+    /// three alternated runs each.
+    pub fn input(&mut self, k: &Kernels, b: &mut Batch, pre: Option<&'a wgpu::Buffer>, y: &'a wgpu::Buffer, matvec: bool) -> Result<MatvecIn<'a>> {
+        if self.fold && matvec && let Some(s) = self.pending.take() {
             let r = ResidualIn {
                 a: (s.a, 0),
                 x_in: (self.cur, 0),
