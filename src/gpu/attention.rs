@@ -30,6 +30,8 @@ pub fn cache_words(elems: usize, f16: bool) -> usize {
 
 /// Largest head_dim / v_head_dim the kernel holds (Gemma 4 global layers use 512).
 const MAX_HEAD_DIM: usize = 512;
+/// Invocations per workgroup of attention.wgsl (prefill), one key each per tile.
+const ATTENTION_WG: usize = 256;
 /// Workgroups `attention_split` aims for, enough to occupy every SM of a large GPU.
 const TARGET_GROUPS: usize = 256;
 
@@ -228,16 +230,18 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
         let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache];
         return launch(k, b, &format!("attention_decode/{ty}/hd{hd}/v{vhd}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
     }
-    // Heads per workgroup: as many of a KV head's query heads as divide its group, up to 4.
-    // H100, 512-token prefill attention per layer (E2B, 8 heads on one KV head): one head
-    // 553 µs, two 360, four 363, eight 1022 (registers run out); Gemma 3 270M (4 on 1):
-    // one 299, four 212.
+    // Heads per workgroup: as many of a KV head's query heads as divide its group, up to 4;
+    // keys per tile (and invocations): ATTENTION_WG. H100 prefill attention per layer at
+    // 512 tokens, E2B (8 heads on one KV head): 1 head x 64 keys 553 µs, 2 x 64 360, 4 x 64
+    // 363, 8 x 64 1022 (registers run out); at 2048 tokens: 4 x 64 780, 4 x 128 1100,
+    // 4 x 256 446, 8 x 256 1418. Gemma 3 270M (4 on 1) at 2048: 4 x 64 314, 4 x 256 211.
     let group = (p.n_heads / p.kv_heads) as usize;
     let g = [4, 2, 1].into_iter().find(|g| group.is_multiple_of(*g)).unwrap_or(1);
+    let awg = ATTENTION_WG;
     let (red, tag) = super::reduce(k);
-    let header = format!("const G: u32 = {g}u;\n");
+    let header = format!("const G: u32 = {g}u;\nconst AWG: u32 = {awg}u;\n");
     let code = [header.as_str(), shaders::ATTENTION, shaders::ATTENTION_COMMON, cache, red[0], red[1]];
-    launch(k, b, &format!("attention/{ty}/g{g}{tag}"), &code, &access, &buffers, groups / g, |groups_x| Params { groups_x, ..p })
+    launch(k, b, &format!("attention/{ty}/g{g}/wg{awg}{tag}"), &code, &access, &buffers, groups / g, |groups_x| Params { groups_x, ..p })
 }
 
 #[cfg(test)]
