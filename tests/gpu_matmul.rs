@@ -673,11 +673,11 @@ fn coop_kernel_sources_validate() {
 }
 
 /// A stacked [q; k; v] matrix: one token routed part by part into three buffers at offsets
-/// (and [q; k] with no third part), and row ranges of it for several tokens, against the
-/// CPU product of each part.
+/// (and [q; k] with no third part), row ranges of it and all parts routed for several
+/// tokens, against the CPU product of each part.
 #[test]
 fn stacked_parts_match_cpu() {
-    use rullama::gpu::matmul::{matmul_rows, matvec_routed};
+    use rullama::gpu::matmul::{matmul_routed, matmul_rows, matvec_routed};
     let mut rng = ChaCha8Rng::seed_from_u64(18);
     let k = kernels();
     for &ty in TYPES {
@@ -718,6 +718,26 @@ fn stacked_parts_match_cpu() {
                 let e = max_rel(&got[1..1 + n * rows[i]], &want(&xs, n, i));
                 assert!(e < TOL, "{ty} rows of part {i}: rel err {e}");
                 first += rows[i];
+            }
+            // All parts routed for several tokens, on the tensor-core kernel where the
+            // device has one (40 tokens).
+            for n in [5, 40] {
+                let xs = rand_vec(&mut rng, n * cols);
+                let xsb = up(&k, &xs);
+                let outs: Vec<wgpu::Buffer> = (0..3).map(|i| up(&k, &vec![SENTINEL; 2 + n * rows[i] + 1])).collect();
+                let mut b = Batch::new(Arc::clone(&k.gpu), 16);
+                matmul_routed(&k, &mut b, &w, &xsb, 0, n, [(&outs[0], 2, rows[0]), (&outs[1], 2, rows[1]), (&outs[2], 2, v_rows)]).unwrap();
+                b.submit().unwrap();
+                for i in 0..3 {
+                    let got = kernel::read_f32(&k.gpu, &outs[i], 0, 2 + n * rows[i] + 1).unwrap();
+                    assert!(got[..2].iter().chain(got.last()).all(|&v| v == SENTINEL), "{ty} n {n} part {i}: writes outside");
+                    if i < used {
+                        let e = max_rel(&got[2..2 + n * rows[i]], &want(&xs, n, i));
+                        assert!(e < TOL, "{ty} n {n} routed part {i}: rel err {e}");
+                    } else {
+                        assert!(got.iter().all(|&v| v == SENTINEL), "{ty} n {n}: an absent part is not written");
+                    }
+                }
             }
         }
     }

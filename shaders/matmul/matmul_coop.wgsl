@@ -34,6 +34,14 @@ struct Params {
     splits: u32,       // column ranges (split-K); each writes its own partial y
     split_cols: u32,   // columns per range, a multiple of 32
     split_stride: u32, // y elements between ranges' partials (0 when splits == 1)
+    // Routing of a stacked [a; b; c] matrix (one range): rows from route_a go to y2 (rows
+    // of route_b - route_a elements from y2_off), from route_b to y3 (the rest). Both are
+    // past every row when the matrix is not routed.
+    route_a: u32,
+    route_b: u32,
+    route_end: u32, // the matrix's rows
+    y2_off: u32,
+    y3_off: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -42,6 +50,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> wh: array<vec4<f16>>;
 @group(0) @binding(4) var<storage, read> wl: array<vec4<f16>>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read_write> y2: array<f32>;
+@group(0) @binding(7) var<storage, read_write> y3: array<f32>;
 
 const SGM: u32 = BM / 32u;        // subgroups along tokens
 const SGN: u32 = BN / (16u * FR); // subgroups along rows
@@ -218,7 +228,15 @@ fn main(
             let t = t0 + (f / FR) * 16u + q / 16u;
             let r = r0 + (f % FR) * 16u + q % 16u;
             if (t < p.n && r < p.rows) {
-                y[p.y_off + split * p.split_stride + t * p.y_stride + p.row0 + r] = hv[e] + out_s[slot + q] * (1.0 / LS);
+                let v = hv[e] + out_s[slot + q] * (1.0 / LS);
+                let R = p.row0 + r;
+                if (R < p.route_a) {
+                    y[p.y_off + split * p.split_stride + t * p.y_stride + R] = v;
+                } else if (R < p.route_b) {
+                    y2[p.y2_off + t * (p.route_b - p.route_a) + R - p.route_a] = v;
+                } else {
+                    y3[p.y3_off + t * (p.route_end - p.route_b) + R - p.route_b] = v;
+                }
             }
         }
         workgroupBarrier();

@@ -728,13 +728,7 @@ impl GpuModel {
             match (&qkv.k, n) {
                 // Stacked, one token: q, k (and v) in one dispatch.
                 (None, 1) => matmul::matvec_routed(k, b, &qkv.m, input, [(&s.q, 0, qr), (kc, ko, kr), (vc, vo, vr)])?,
-                (None, _) => {
-                    matmul::matmul_rows(k, b, &qkv.m, 0, qr, &s.y, 0, n, &s.q, 0)?;
-                    matmul::matmul_rows(k, b, &qkv.m, qr, kr, &s.y, 0, n, kc, ko)?;
-                    if vr > 0 {
-                        matmul::matmul_rows(k, b, &qkv.m, qr + kr, vr, &s.y, 0, n, vc, vo)?;
-                    }
-                }
+                (None, _) => matmul::matmul_routed(k, b, &qkv.m, &s.y, 0, n, [(&s.q, 0, qr), (kc, ko, kr), (vc, vo, vr)])?,
                 (Some(kw), _) => {
                     proj(b, &qkv.m, &s.q, 0)?;
                     proj(b, kw, kc, ko)?;

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::kernel::{Access, Batch, Kernel, KernelSource, Kernels};
+use super::matmul_coop::{CoopOut, CoopRoute};
 use super::weights::{GpuMatrix, Tile};
 use super::{compose, grid_1d, shaders};
 use crate::gguf::GgmlType;
@@ -298,7 +299,7 @@ fn plain_matmul(
     y_off: usize,
 ) -> Result<()> {
     if n >= COOP_MIN_TOKENS && super::matmul_coop::usable(k, w.cols) {
-        return super::matmul_coop::matmul_coop(k, b, w, range, x, x_off, x_stride, n, y, y_off);
+        return super::matmul_coop::matmul_coop(k, b, w, range, x, x_off, x_stride, n, CoopOut { y, y_off, route: None });
     }
     // Small batches get the smallest token tile that fits.
     let t = n.min(MAX_T).next_power_of_two();
@@ -393,6 +394,41 @@ pub fn matvec_routed(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: MatvecIn, out
     // An absent part binds a stand-in (its rows are none).
     let (y2, y3) = ((bb.0, bb.1), if c.2 > 0 { (c.0, c.1) } else { (&k.scratch("matvec/y3", 4), 0) });
     matvec(k, b, w, x, a.0, a.1, Epilogue::Route { split_a, split_b, y2, y3 })
+}
+
+/// `n` tokens through a matrix stacking [a; b; c] (one tile): rows of part i go to
+/// `outs[i]` = (buffer, element offset, rows), each token's rows of a part packed (part i's
+/// row length is its row count); a part of 0 rows is absent. x rows are contiguous from
+/// element `x_off`. CPU twin: `cpu::ops::matmul` of each part.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_routed(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, x_off: usize, n: usize, outs: [(&wgpu::Buffer, usize, usize); 3]) -> Result<()> {
+    let total: usize = outs.iter().map(|o| o.2).sum();
+    if w.tiles().len() != 1 || total != w.rows {
+        return Err(Error::Input(format!("matmul_routed: parts of {total} rows for a matrix of {} rows in {} tiles", w.rows, w.tiles().len())));
+    }
+    check_x_off(x_off)?;
+    check_len(x, "matmul_routed input", x_off + n * w.cols)?;
+    for (i, (buf, off, rows)) in outs.iter().enumerate() {
+        check_len(buf, &format!("matmul_routed output {i}"), off + n * rows)?;
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let [a, bb, c] = outs;
+    if n >= COOP_MIN_TOKENS && super::matmul_coop::usable(k, w.cols) {
+        let stand3 = k.scratch("matmul_routed/y3", 4);
+        let y3 = if c.2 > 0 { (c.0, c.1) } else { (&stand3, 0) };
+        let route = CoopRoute { split_a: a.2, split_b: a.2 + bb.2, y2: (bb.0, bb.1), y3 };
+        return super::matmul_coop::matmul_coop(k, b, w, None, x, x_off, w.cols, n, CoopOut { y: a.0, y_off: a.1, route: Some(route) });
+    }
+    let mut first = 0;
+    for (y, off, rows) in outs {
+        if rows > 0 {
+            plain_matmul(k, b, w, Some((first, rows)), x, x_off, w.cols, n, y, off)?;
+        }
+        first += rows;
+    }
+    Ok(())
 }
 
 /// Rows `[first, first + rows)` of `w` (one tile) for `n` tokens: `y[t, r] = Σ_c w[first + r, c] · x[t, c]`,

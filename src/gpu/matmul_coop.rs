@@ -87,6 +87,29 @@ struct CoopParams {
     splits: u32,
     split_cols: u32,
     split_stride: u32,
+    route_a: u32,
+    route_b: u32,
+    route_end: u32,
+    y2_off: u32,
+    y3_off: u32,
+}
+
+/// Where a tensor-core matmul writes: y rows of `y_stride` from `y_off` (see `matmul_coop`),
+/// or for a stacked [a; b; c] matrix rows from `split_a` to `y2` and from `split_b` to
+/// `y3`, each part's rows packed (`route`).
+#[derive(Clone, Copy)]
+pub(crate) struct CoopOut<'a> {
+    pub y: &'a wgpu::Buffer,
+    pub y_off: usize,
+    pub route: Option<CoopRoute<'a>>,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct CoopRoute<'a> {
+    pub split_a: usize,
+    pub split_b: usize,
+    pub y2: (&'a wgpu::Buffer, usize),
+    pub y3: (&'a wgpu::Buffer, usize),
 }
 
 #[repr(C)]
@@ -210,9 +233,12 @@ pub(crate) fn matmul_coop(
     x_off: usize,
     x_stride: usize,
     n: usize,
-    y: &wgpu::Buffer,
-    y_off: usize,
+    out: CoopOut,
 ) -> Result<()> {
+    let (y, y_off) = (out.y, out.y_off);
+    if out.route.is_some() && (range.is_some() || w.tiles().len() != 1) {
+        return Err(Error::Input("matmul_coop: a routed matmul takes a whole matrix of one tile".into()));
+    }
     let tile = tile_for(k, range.map_or(w.rows, |r| r.1), n);
     let (bm, bn) = (tile.bm, tile.bn);
     let cols = w.cols;
@@ -233,7 +259,7 @@ pub(crate) fn matmul_coop(
         name: name.clone(),
         code: tile.source(),
         entry: "main",
-        buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+        buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
     })?;
     let row_bytes = w.row_bytes();
     let y_stride = range.map_or(w.rows, |r| r.1);
@@ -253,8 +279,8 @@ pub(crate) fn matmul_coop(
             split_f16(k, b, &tile.buffer, w.ty, ((first + c0) * row_bytes, row_bytes), (cols, rc, rp), WS, (&wh, &wl))?;
             let tiles = (rp / bn) * (n_pad / bm);
             let (mut splits, mut split_cols) = split_k_plan(tiles, cols);
-            // Partials must fit one binding.
-            if (splits * n * rc * 4) as u64 > k.gpu.max_binding() {
+            // Partials must fit one binding; split_k_sum does not route.
+            if (splits * n * rc * 4) as u64 > k.gpu.max_binding() || out.route.is_some() {
                 (splits, split_cols) = (1, cols);
             }
             let (grid, groups_x) = grid_1d(tiles * splits, k.gpu.limits.max_compute_workgroups_per_dimension);
@@ -270,14 +296,28 @@ pub(crate) fn matmul_coop(
                 splits: splits as u32,
                 split_cols: split_cols as u32,
                 split_stride: 0,
+                route_a: u32::MAX,
+                route_b: u32::MAX,
+                route_end: 0,
+                y2_off: 0,
+                y3_off: 0,
             };
+            // Unrouted: stand-ins for y2 and y3 (no row reaches them).
+            let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
+            let (mut y2, mut y3) = (&s2, &s3);
+            if let Some(r) = out.route {
+                (p.route_a, p.route_b, p.route_end) = (r.split_a as u32, r.split_b as u32, w.rows as u32);
+                (p.y2_off, p.y3_off) = (u32_of(r.y2.1, "matmul output offset")?, u32_of(r.y3.1, "matmul output offset")?);
+                p.y_stride = r.split_a as u32;
+                (y2, y3) = (r.y2.0, r.y3.0);
+            }
             if splits == 1 {
-                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y], &p, grid)?;
+                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, y2, y3], &p, grid)?;
             } else {
                 // Partials [split][token][row] in scratch, then their sum into y.
                 let part = k.scratch("matmul_coop/partials", (splits * n * rc * 4) as u64);
                 (p.y_off, p.y_stride, p.row0, p.split_stride) = (0, rc as u32, 0, (n * rc) as u32);
-                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, &part], &p, grid)?;
+                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, &part, y2, y3], &p, grid)?;
                 split_k_sum(k, b, &part, (splits, n, rc), y, (y_off, y_stride, out0 + c0))?;
             }
             c0 += rc;
