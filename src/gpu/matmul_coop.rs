@@ -52,6 +52,7 @@ fn tile_for(k: &Kernels, rows: usize, n: usize) -> CoopTile {
     let large = rows >= 8192 && n >= 256 && COOP_LARGE.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize;
     if large { COOP_LARGE } else { COOP_SMALL }
 }
+
 /// Columns must be a multiple of this (the kernel steps 16 at a time; 32 keeps rows of
 /// f16 pairs whole).
 pub(crate) const COLS_MULTIPLE: usize = 32;
@@ -220,9 +221,11 @@ pub(crate) fn usable(k: &Kernels, cols: usize) -> bool {
         && COOP_SMALL.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize
 }
 
-/// `y[t, row0 + r] = Σ_c w[first + r, c] · x[t, c]` for r < `count` (rows of `w`'s tiles,
-/// `range = None`: all of them, y row `y_stride` = w.rows) on tensor cores; x rows
-/// `x_stride` apart from element `x_off`. The caller checked shapes and buffer sizes.
+/// `y[t, r] = Σ_c w[first + r, c] · x[t, c]` on tensor cores for the rows `range` =
+/// `(first, count)` of `w`'s one tile (y rows of `count`), or all rows of all tiles (`None`,
+/// y rows of w.rows), written from `out.y_off`, or routed part by part (`out.route`, whole
+/// matrix only); x rows `x_stride` apart from element `x_off`. The caller checked shapes
+/// and buffer sizes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul_coop(
     k: &Kernels,
