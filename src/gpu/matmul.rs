@@ -190,7 +190,7 @@ fn matmul_kernel(k: &Kernels, ty: GgmlType, t: usize) -> Result<Arc<Kernel>> {
         let reduce = if sg { shaders::MATMUL_REDUCE_SUBGROUP } else { shaders::MATMUL_REDUCE_WORKGROUP };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
-        parts.extend([shaders::MATMUL_PARAMS, shaders::MATMUL, reduce]);
+        parts.extend([shaders::MATMUL, reduce]);
         KernelSource {
             name: name.clone(),
             code: compose(&parts),
@@ -416,9 +416,7 @@ pub fn matmul_routed(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer
     }
     let [a, bb, c] = outs;
     if n >= COOP_MIN_TOKENS && super::matmul_coop::usable(k, w.cols) {
-        let stand3 = k.scratch("matmul_routed/y3", 4);
-        let y3 = if c.2 > 0 { (c.0, c.1) } else { (&stand3, 0) };
-        let route = CoopRoute { split_a: a.2, split_b: a.2 + bb.2, y2: (bb.0, bb.1), y3 };
+        let route = CoopRoute { split_a: a.2, split_b: a.2 + bb.2, y2: (bb.0, bb.1), y3: (c.2 > 0).then_some((c.0, c.1)) };
         return super::matmul_coop::matmul_coop(k, b, w, None, x, x_off, w.cols, n, CoopOut { y: a.0, y_off: a.1, route: Some(route) });
     }
     let mut first = 0;

@@ -105,12 +105,13 @@ pub(crate) struct CoopOut<'a> {
     pub route: Option<CoopRoute<'a>>,
 }
 
+/// `y3` None: no third part (`split_b` is the matrix's last row).
 #[derive(Clone, Copy)]
 pub(crate) struct CoopRoute<'a> {
     pub split_a: usize,
     pub split_b: usize,
     pub y2: (&'a wgpu::Buffer, usize),
-    pub y3: (&'a wgpu::Buffer, usize),
+    pub y3: Option<(&'a wgpu::Buffer, usize)>,
 }
 
 #[repr(C)]
@@ -127,10 +128,11 @@ struct SumParams {
 
 /// Workgroups a product should have for the GPU to be busy: below it the columns are split
 /// (split-K), each split keeping at least SPLIT_MIN_COLS columns. Measured on the H100
-/// (512-token prefill, tok/s, Gemma 3 270M / Gemma 4 E2B layouts): no split 48.7k / 7.85k,
-/// 256 groups 52.4k / 8.04k, 512: 53.4k / 7.60k, 1024: 43.8k / 7.82k. A split costs a
-/// second dispatch and a pass over the partials, so only the smallest grids gain (E2B's k
-/// and v projections: 32 workgroups).
+/// (512-token prefill, tok/s, Gemma 3 270M / Gemma 4 E2B layouts, before q/k/v were routed
+/// into one matmul): no split 48.7k / 7.85k, 256 groups 52.4k / 8.04k, 512: 53.4k / 7.60k,
+/// 1024: 43.8k / 7.82k. A split costs a second dispatch and a pass over the partials, so
+/// only the smallest grids gain (then E2B's k and v projections, 32 workgroups; the 270M
+/// layout's 640-row matrices, 80).
 const TARGET_GROUPS: usize = 256;
 const SPLIT_MIN_COLS: usize = 256;
 
@@ -265,7 +267,13 @@ pub(crate) fn matmul_coop(
         buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
     })?;
     let row_bytes = w.row_bytes();
-    let y_stride = range.map_or(w.rows, |r| r.1);
+    // Routing: y rows hold part a; stand-ins for y2 and y3 where no row reaches them.
+    let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
+    let (y_stride, y2, y3) = match out.route {
+        Some(r) => (r.split_a, r.y2, r.y3.unwrap_or((&s3, 0))),
+        None => (range.map_or(w.rows, |r| r.1), (&s2, 0), (&s3, 0)),
+    };
+    let (route_a, route_b) = out.route.map_or((u32::MAX, u32::MAX), |r| (r.split_a as u32, r.split_b as u32));
     for tile in w.tiles() {
         // Rows of this tile to compute: `first` in the tile's buffer, `count` of them, the
         // first landing at y column `out0`.
@@ -299,28 +307,19 @@ pub(crate) fn matmul_coop(
                 splits: splits as u32,
                 split_cols: split_cols as u32,
                 split_stride: 0,
-                route_a: u32::MAX,
-                route_b: u32::MAX,
-                route_end: 0,
-                y2_off: 0,
-                y3_off: 0,
+                route_a,
+                route_b,
+                route_end: w.rows as u32,
+                y2_off: u32_of(y2.1, "matmul output offset")?,
+                y3_off: u32_of(y3.1, "matmul output offset")?,
             };
-            // Unrouted: stand-ins for y2 and y3 (no row reaches them).
-            let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
-            let (mut y2, mut y3) = (&s2, &s3);
-            if let Some(r) = out.route {
-                (p.route_a, p.route_b, p.route_end) = (r.split_a as u32, r.split_b as u32, w.rows as u32);
-                (p.y2_off, p.y3_off) = (u32_of(r.y2.1, "matmul output offset")?, u32_of(r.y3.1, "matmul output offset")?);
-                p.y_stride = r.split_a as u32;
-                (y2, y3) = (r.y2.0, r.y3.0);
-            }
             if splits == 1 {
-                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, y2, y3], &p, grid)?;
+                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, y2.0, y3.0], &p, grid)?;
             } else {
                 // Partials [split][token][row] in scratch, then their sum into y.
                 let part = k.scratch("matmul_coop/partials", (splits * n * rc * 4) as u64);
                 (p.y_off, p.y_stride, p.row0, p.split_stride) = (0, rc as u32, 0, (n * rc) as u32);
-                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, &part, y2, y3], &p, grid)?;
+                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, &part, y2.0, y3.0], &p, grid)?;
                 split_k_sum(k, b, &part, (splits, n, rc), y, (y_off, y_stride, out0 + c0))?;
             }
             c0 += rc;
