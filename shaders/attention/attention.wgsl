@@ -4,9 +4,8 @@
 // than with one head per workgroup). It streams its keys in tiles of WG: each invocation
 // scores one key for every head, each head's tile max and sum update its running (m, l),
 // then each invocation accumulates the output dimensions it owns (d = lid + i*WG) over the
-// tile's keys for every head. Composed after a header (G, AWG) with attention_common.wgsl
+// tile's keys for every head. Composed after a header (G heads, WG invocations) with attention_common.wgsl
 // (parameters, bindings, key range, output).
-const WG: u32 = AWG;
 const PER: u32 = MAX_HD / WG; // output dimensions per invocation
 const Q4: u32 = MAX_HD / 4u;
 

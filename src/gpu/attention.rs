@@ -237,11 +237,10 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
     // 4 x 256 446, 8 x 256 1418. Gemma 3 270M (4 on 1) at 2048: 4 x 64 314, 4 x 256 211.
     let group = (p.n_heads / p.kv_heads) as usize;
     let g = [4, 2, 1].into_iter().find(|g| group.is_multiple_of(*g)).unwrap_or(1);
-    let awg = ATTENTION_WG;
     let (red, tag) = super::reduce(k);
-    let header = format!("const G: u32 = {g}u;\nconst AWG: u32 = {awg}u;\n");
+    let header = format!("const G: u32 = {g}u;\nconst WG: u32 = {ATTENTION_WG}u;\n");
     let code = [header.as_str(), shaders::ATTENTION, shaders::ATTENTION_COMMON, cache, red[0], red[1]];
-    launch(k, b, &format!("attention/{ty}/g{g}/wg{awg}{tag}"), &code, &access, &buffers, groups / g, |groups_x| Params { groups_x, ..p })
+    launch(k, b, &format!("attention/{ty}/g{g}{tag}"), &code, &access, &buffers, groups / g, |groups_x| Params { groups_x, ..p })
 }
 
 #[cfg(test)]
