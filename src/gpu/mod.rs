@@ -31,7 +31,6 @@ pub mod shaders {
     pub const RMS_NORM_TO: &str = include_str!("../../shaders/norm/rms_norm_to.wgsl");
     pub const RESIDUAL_NORM: &str = include_str!("../../shaders/norm/residual_norm.wgsl");
     pub const MATMUL: &str = include_str!("../../shaders/matmul/matmul.wgsl");
-    pub const MATMUL_PARAMS: &str = include_str!("../../shaders/matmul/matmul_params.wgsl");
     pub const MATMUL_COOP: &str = include_str!("../../shaders/matmul/matmul_coop.wgsl");
     pub const SPLIT_F16: &str = include_str!("../../shaders/matmul/split_f16.wgsl");
     pub const SPLIT_K_SUM: &str = include_str!("../../shaders/matmul/split_k_sum.wgsl");
