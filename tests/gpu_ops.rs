@@ -272,6 +272,108 @@ fn attention_matches_cpu_on(k: &Kernels) {
     }
 }
 
+/// Decode attention that norms and rotates the new token's q, K and V itself
+/// (`attention_decode`) against the CPU ops it replaces (per-head rms_norm, rope_neox, the
+/// v norm) followed by attention over the cache holding the new row. The output has
+/// attention's tolerance (1e-5 of the output scale: the norms add ~1e-7 relative). The new
+/// cache row: K and V as the CPU norms them, to the RoPE test's 1e-5 of the row's scale
+/// (f32: a device's division and sine are a few ulp off, at angles up to ~1e3 rad here),
+/// or within one f16 step (f16 cache: the rounding boundary can fall between the two f32
+/// results); every other cache element untouched.
+#[test]
+fn attention_decode_prep_matches_cpu() {
+    for k in reduction_variants() {
+        attention_decode_prep_matches_cpu_on(&k);
+    }
+}
+
+fn attention_decode_prep_matches_cpu_on(k: &Kernels) {
+    use rullama::gpu::attention as ga;
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    // (heads, kv_heads, head_dim, v_head_dim, pos, window, q/k weighted, v normed, fresh K/V,
+    // V is K, rope factors)
+    type Case = (usize, usize, usize, usize, usize, usize, bool, bool, bool, bool, bool);
+    let cases: [Case; 7] = [
+        // Gemma 3 270M: weighted q/k norms, raw V, sliding window, split.
+        (4, 1, 256, 256, 700, 512, true, false, true, false, false),
+        // Gemma 4 global: 512 wide, V normed, rope factors, split; and V = K.
+        (8, 1, 512, 512, 1000, 0, true, true, true, false, true),
+        (8, 1, 512, 512, 40, 0, true, true, true, true, true),
+        // One split (short history), first position, two KV heads.
+        (4, 2, 64, 48, 0, 0, true, true, true, false, false),
+        (4, 2, 64, 48, 9, 0, false, false, true, false, false),
+        // A layer reading another's KV: q only.
+        (8, 1, 256, 256, 300, 512, true, true, false, false, false),
+        (3, 1, 32, 32, 77, 0, true, false, false, false, false),
+    ];
+    let (eps, base, pos_scale, scale) = (1e-6f32, 10_000.0f32, 1.0f32, 0.0625f32);
+    for (nh, kvh, hd, vhd, pos, window, weighted, v_norm, fresh, v_is_k, with_factors) in cases {
+        let vhd = if v_is_k { hd } else { vhd };
+        let q = rand_vec(&mut rng, nh * hd);
+        let (wq, wk) = (rand_vec(&mut rng, hd), rand_vec(&mut rng, hd));
+        let factors: Vec<f32> = (0..hd / 2).map(|j| if j % 3 == 0 { 1.0 } else { 1.0 + j as f32 }).collect();
+        let kn = rand_vec(&mut rng, kvh * hd);
+        let vn = if v_is_k { kn.clone() } else { rand_vec(&mut rng, kvh * vhd) };
+        let kc = rand_vec(&mut rng, (pos + 1) * kvh * hd);
+        let vc = rand_vec(&mut rng, (pos + 1) * kvh * vhd);
+        // The CPU: q, and the new row when fresh, normed and rotated; the caches with that row.
+        let fac = with_factors.then_some(&factors[..]);
+        let mut qr = q.clone();
+        ops::rms_norm(&mut qr, hd, weighted.then_some(&wq[..]), eps);
+        ops::rope_neox(&mut qr, hd, pos, base, fac, pos_scale);
+        let (mut kr, mut vr) = (kn.clone(), vn.clone());
+        ops::rms_norm(&mut kr, hd, weighted.then_some(&wk[..]), eps);
+        ops::rope_neox(&mut kr, hd, pos, base, fac, pos_scale);
+        if v_norm {
+            ops::rms_norm(&mut vr, vhd, None, eps);
+        }
+        let shape = ops::AttnShape { n_tokens: 1, n_heads: nh, head_dim: hd, kv_heads: kvh, v_head_dim: vhd, pos0: pos, window, scale };
+        for half_kv in [false, true] {
+            let round = |v: &[f32]| -> Vec<f32> { v.iter().map(|&e| if half_kv { f16::from_f32(e).to_f32() } else { e }).collect() };
+            let (mut kw, mut vw) = (round(&kc), round(&vc));
+            if fresh {
+                kw[pos * kvh * hd..].copy_from_slice(&round(&kr));
+                vw[pos * kvh * vhd..].copy_from_slice(&round(&vr));
+            }
+            let want = ops::attention(&qr, &kw, &vw, &shape);
+            let (kb, vb) = if half_kv { (up_f16(k, &round(&kc)), up_f16(k, &round(&vc))) } else { (up(k, &kc), up(k, &vc)) };
+            let (qb, knb, vnb, wqb, wkb, fb) = (up(k, &q), up(k, &kn), up(k, &vn), up(k, &wq), up(k, &wk), up(k, &factors));
+            let fresh_kv = fresh.then(|| ga::FreshKv { k: &knb, v: if v_is_k { &knb } else { &vnb }, k_norm: Some(weighted.then_some(&wkb)), v_norm });
+            let prep = ga::DecodePrep { q_norm: Some(weighted.then_some(&wqb)), fresh: fresh_kv, eps, base, factors: with_factors.then_some(&fb), pos_scale };
+            let out = up(k, &vec![7.0f32; nh * vhd + 1]);
+            let mut b = batch(k);
+            let caches = ga::KvCaches { k: &kb, v: &vb, f16: half_kv };
+            ga::attention_decode(k, &mut b, &qb, nh, hd, caches, kvh, vhd, pos, window, scale, &out, &prep).unwrap();
+            b.submit().unwrap();
+            let what = format!("f16 {half_kv} heads {nh}:{kvh} hd {hd}/{vhd} pos {pos} window {window} fresh {fresh} v=k {v_is_k}");
+            let got = kernel::read_f32(&k.gpu, &out, 0, nh * vhd + 1).unwrap();
+            assert_eq!(got[nh * vhd], 7.0, "{what}: nothing written past the output");
+            let e = max_rel(&got[..nh * vhd], &want);
+            assert!(e < 1e-5, "{what}: output rel err {e}");
+            // The caches: the new row as the CPU made it (when fresh), all else as uploaded.
+            let read = |buf: &wgpu::Buffer, n: usize| -> Vec<f32> {
+                if half_kv {
+                    let words: Vec<u32> = bytemuck::cast_slice(&kernel::read_back(&k.gpu, buf, 0, (n.div_ceil(2) * 4) as u64).unwrap()).to_vec();
+                    words.iter().flat_map(|w| [f16::from_bits(*w as u16).to_f32(), f16::from_bits((*w >> 16) as u16).to_f32()]).take(n).collect()
+                } else {
+                    kernel::read_f32(&k.gpu, buf, 0, n).unwrap()
+                }
+            };
+            for (buf, src, new, dim) in [(&kb, &kc, &kr, hd), (&vb, &vc, &vr, vhd)] {
+                let got = read(buf, src.len());
+                let row = pos * kvh * dim;
+                assert_eq!(got[..row], round(&src[..row])[..], "{what}: cache rows before the new one untouched");
+                let row_scale = new.iter().fold(0f32, |m, v| m.max(v.abs()));
+                for (i, (g, w)) in got[row..].iter().zip(if fresh { &new[..] } else { &src[row..] }).enumerate() {
+                    let tol = if !fresh { 0.0 } else if half_kv { f16::from_f32(*w).to_f32().abs().max(6.1e-5) / 1024.0 + 1e-5 * row_scale } else { 1e-5 * row_scale };
+                    let w = if fresh { *w } else { round(&[*w])[0] };
+                    assert!((g - w).abs() <= tol, "{what}: new cache row element {i}: {g} against {w}");
+                }
+            }
+        }
+    }
+}
+
 /// f16 values packed two per u32 (element 2j low), the f16 cache layout.
 fn up_f16(k: &Kernels, v: &[f32]) -> wgpu::Buffer {
     let mut h: Vec<f16> = v.iter().map(|&e| f16::from_f32(e)).collect();

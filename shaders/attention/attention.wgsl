@@ -5,9 +5,12 @@
 // scores one key for every head, each head's tile max and sum update its running (m, l),
 // then each invocation accumulates the output dimensions it owns (d = lid + i*WG) over the
 // tile's keys for every head. Composed after a header (G heads, WG invocations) with attention_common.wgsl
-// (parameters, bindings, key range, output).
+// (parameters, bindings, key range, output) and kv_f32.wgsl or kv_f16.wgsl.
 const PER: u32 = MAX_HD / WG; // output dimensions per invocation
 const Q4: u32 = MAX_HD / 4u;
+
+@group(0) @binding(2) var<storage, read> kc: array<KC>;
+@group(0) @binding(3) var<storage, read> vc: array<VC>;
 
 var<workgroup> q_s: array<vec4<f32>, G * Q4>;
 var<workgroup> w_s: array<f32, G * WG>;

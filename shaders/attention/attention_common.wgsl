@@ -24,12 +24,22 @@ struct Params {
     splits: u32,
     chunk: u32,
     groups_x: u32,
+    // Decode with the new token's prep (attention_decode_prep.wgsl): what to do to q, K
+    // and V (its flags), the norms' epsilon, RoPE's position scale, whether rope factors
+    // are bound. Zero elsewhere.
+    q_flags: u32,
+    k_flags: u32,
+    v_flags: u32,
+    eps: f32,
+    rope_scale: f32,
+    has_factors: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-// Bindings 2 and 3 (the K and V caches) and their readers k4 / v1 come from kv_f32.wgsl
-// or kv_f16.wgsl.
+// Bindings 2 and 3 are the K and V caches (`kc`, `vc`), which each kernel declares with the
+// access it needs; their element types and readers k4 / v1 come from kv_f32.wgsl or
+// kv_f16.wgsl.
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
 // Workgroup g's query row th (token * n_heads + head), its KV head and its keys [k0, k1).

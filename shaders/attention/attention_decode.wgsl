@@ -5,7 +5,12 @@
 // its dimensions), so a tile of KT keys is scored with a few independent reads per
 // invocation, and the V pass reads each key's row with all WG invocations at once.
 // Composed after a header (HD4 = head_dim / 4, VPER = ceil(v_head_dim / WG)) and with
-// attention_common.wgsl (parameters, bindings, key range, output).
+// attention_common.wgsl (parameters, bindings, key range, output) and the new token's hooks:
+// attention_decode_load.wgsl (q, K and V already normed and rotated, K and V in the caches)
+// or attention_decode_prep.wgsl (this kernel does that per-head work itself, which saves a
+// dispatch per layer). load_q fills q_s; new_kv returns where the keys read from the
+// caches end: before the new position when it prepared that key's K and V itself, which
+// fresh_key then adds after the cached keys (the loops over the caches stay as they are).
 //
 // Every loop has a constant trip count, so each can unroll and issue all its loads before
 // the first is used; keys past the range read the range's last key again and weigh 0.
@@ -33,10 +38,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let kvh = sp.kvh;
     let k0 = sp.k0;
     let k1 = sp.k1;
-    if (lid < HD4) {
-        let qb = p.q_off + th * p.head_dim + 4u * lid;
-        q_s[lid] = vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]);
-    }
+    load_q(th, lid);
+    let kend = new_kv(sp, lid);
     workgroupBarrier();
 
     let j = lid / S;
@@ -45,8 +48,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var m = NEG;
     var l = 0.0;
     var acc: array<f32, PER>;
-    for (var t0 = k0; t0 < k1; t0 += KT) {
-        let last = k1 - 1u;
+    for (var t0 = k0; t0 < kend; t0 += KT) {
+        let last = kend - 1u;
         // Scores: invocations j*S .. j*S+S-1 take key t0 + j.
         let kb = (min(t0 + j, last) * p.kv_heads + kvh) * HD4;
         var d = 0.0;
@@ -94,6 +97,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
         workgroupBarrier();
+    }
+    if (kend < k1) {
+        fresh_key(lid, &m, &l, &acc);
     }
 
     store(g, th, lid, m, l, &acc);

@@ -1,14 +1,36 @@
 // The K and V caches in f16 for the attention kernels, two halves per u32 (element 2j in
-// the low half), so no shader-f16 support is needed: k4(i) is vec4 i of K, v1(i) element
-// i of V, both widened to f32. Written by rope/head_norm_rope.wgsl.
-@group(0) @binding(2) var<storage, read> kc: array<vec2<u32>>;
-@group(0) @binding(3) var<storage, read> vc: array<u32>;
+// the low half), so no shader-f16 support is needed. The same contract as kv_f32.wgsl:
+// k4(i) is vec4 i of K, v1(i) element i of V, both widened to f32; kv_pack4 / kv_pack2
+// round to nearest as the CPU's f16 cache does (head_norm_rope.wgsl stores the same way).
+alias KC = vec2<u32>;
+alias VC = u32;
+alias KV2 = u32;
+const V_WORDS: u32 = 1u;
 
 fn k4(i: u32) -> vec4<f32> {
-    let u = kc[i];
-    return vec4<f32>(unpack2x16float(u.x), unpack2x16float(u.y));
+    return kv_unpack4(kc[i]);
 }
 
 fn v1(i: u32) -> f32 {
     return unpack2x16float(vc[i >> 1u])[i & 1u];
+}
+
+fn kv_pack4(v: vec4<f32>) -> KC {
+    return vec2<u32>(pack2x16float(v.xy), pack2x16float(v.zw));
+}
+
+fn kv_unpack4(w: KC) -> vec4<f32> {
+    return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+}
+
+fn kv_pack2(v: vec2<f32>) -> KV2 {
+    return pack2x16float(v);
+}
+
+fn kv_unpack2(w: KV2) -> vec2<f32> {
+    return unpack2x16float(w);
+}
+
+fn v_word(w: KV2, k: u32) -> VC {
+    return w;
 }

@@ -6,7 +6,9 @@
 //! prefill, where tokens fill the GPU and the heads share each K and V read. A single query token (decode) gets `attention_decode.wgsl`, which spreads
 //! each key's dot product over several invocations instead of one. `attention_split` also splits each query's keys over several workgroups and
 //! merges their partial softmax states: right for decode, where one token's few heads would
-//! leave most of a large GPU idle over a long history.
+//! leave most of a large GPU idle over a long history. `attention_decode` is that split
+//! decode attention doing the new token's per-head norms and RoPE itself (`DecodePrep`),
+//! which saves the `rope::head_norm_rope` dispatch a decode step otherwise spends per layer.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -51,6 +53,12 @@ struct Params {
     splits: u32,
     chunk: u32,
     groups_x: u32,
+    q_flags: u32,
+    k_flags: u32,
+    v_flags: u32,
+    eps: f32,
+    rope_scale: f32,
+    has_factors: u32,
 }
 
 #[repr(C)]
@@ -90,7 +98,95 @@ pub fn attention(
     let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kv, kv_heads, v_head_dim, pos0, window, scale)?;
     check_fits("attention out", &[(out, out_off + n_tokens * n_heads * v_head_dim)])?;
     p.out_off = u32_of(out_off, "attention out_off")?;
-    run(k, b, p, q, kv, out, n_tokens * n_heads)
+    run(k, b, p, q, kv, out, n_tokens * n_heads, None)
+}
+
+/// The new token's per-head work for `attention_decode`, with `rope::head_norm_rope`'s
+/// arithmetic: q normed (`q_norm`, as `HeadGroup::norm`: None, unweighted or weighted) and
+/// rotated (NeoX RoPE, as in `rope::rope_neox`: `base`, `factors`, `pos_scale`); with `fresh`,
+/// the new position's K and V as well.
+pub struct DecodePrep<'a> {
+    pub q_norm: Option<Option<&'a wgpu::Buffer>>,
+    pub fresh: Option<FreshKv<'a>>,
+    pub eps: f32,
+    pub base: f32,
+    pub factors: Option<&'a wgpu::Buffer>,
+    pub pos_scale: f32,
+}
+
+/// The new position's raw K and V rows (`[kv_head][head_dim]`, `[kv_head][v_head_dim]` from
+/// element 0; the same buffer for both where V is K): K normed (`k_norm`) and rotated, V
+/// normed without weights where `v_norm`, then stored into the caches (rounded to f16 for
+/// an f16 cache) and used for that key.
+pub struct FreshKv<'a> {
+    pub k: &'a wgpu::Buffer,
+    pub v: &'a wgpu::Buffer,
+    pub k_norm: Option<Option<&'a wgpu::Buffer>>,
+    pub v_norm: bool,
+}
+
+/// Storage buffers `attention_decode` binds; devices with fewer take head_norm_rope and
+/// `attention_split` instead.
+pub const DECODE_PREP_BUFFERS: u32 = 10;
+
+// attention_decode_prep.wgsl's flags.
+const NORM: u32 = 1;
+const WEIGHTED: u32 = 2;
+const ROPE: u32 = 4;
+const K_FRESH: u32 = 8;
+
+fn norm_flags(norm: Option<Option<&wgpu::Buffer>>) -> u32 {
+    match norm {
+        None => 0,
+        Some(None) => NORM,
+        Some(Some(_)) => NORM | WEIGHTED,
+    }
+}
+
+/// Decode attention (one query token at `pos`, q from element 0 of `q`, output from element
+/// 0 of `out`) split as `attention_split` splits it, on the raw q (and K and V) that `prep`
+/// turns into what `attention_split` takes after `rope::head_norm_rope`: the same result up
+/// to rounding, one dispatch fewer.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_decode(
+    k: &Kernels,
+    b: &mut Batch,
+    q: &wgpu::Buffer,
+    n_heads: usize,
+    head_dim: usize,
+    kv: KvCaches,
+    kv_heads: usize,
+    v_head_dim: usize,
+    pos: usize,
+    window: usize,
+    scale: f32,
+    out: &wgpu::Buffer,
+    prep: &DecodePrep,
+) -> Result<()> {
+    let mut p = params(q, 0, 1, n_heads, head_dim, kv, kv_heads, v_head_dim, pos, window, scale)?;
+    check_fits("attention_decode out", &[(out, n_heads * v_head_dim)])?;
+    if !v_head_dim.is_multiple_of(2) {
+        return Err(Error::Input(format!("attention_decode: v_head_dim {v_head_dim} is odd")));
+    }
+    if pos >= 1 << 24 {
+        return Err(Error::Input(format!("attention_decode: position {pos} is beyond 2^24")));
+    }
+    for w in [prep.q_norm, prep.fresh.as_ref().and_then(|f| f.k_norm)].into_iter().flatten().flatten() {
+        check_fits("attention_decode norm weights", &[(w, head_dim)])?;
+    }
+    if let Some(f) = prep.factors {
+        check_fits("attention_decode rope factors", &[(f, head_dim / 2)])?;
+    }
+    if let Some(f) = &prep.fresh {
+        check_fits("attention_decode new K and V", &[(f.k, kv_heads * head_dim), (f.v, kv_heads * v_head_dim)])?;
+    }
+    p.q_flags = norm_flags(prep.q_norm) | ROPE;
+    if let Some(f) = &prep.fresh {
+        p.k_flags = norm_flags(f.k_norm) | ROPE | K_FRESH;
+        p.v_flags = if f.v_norm { NORM } else { 0 };
+    }
+    (p.eps, p.rope_scale, p.has_factors) = (prep.eps, prep.pos_scale, prep.factors.is_some() as u32);
+    split_run(k, b, p, q, kv, out, 0, Some(prep))
 }
 
 /// `attention` with each query's keys split over several workgroups whose partial softmax
@@ -114,25 +210,31 @@ pub fn attention_split(
     out: &wgpu::Buffer,
     out_off: usize,
 ) -> Result<()> {
-    let rows = n_tokens * n_heads;
-    let keys = match window {
-        0 => pos0 + n_tokens,
-        w => w.min(pos0 + n_tokens),
+    let p = params(q, q_off, n_tokens, n_heads, head_dim, kv, kv_heads, v_head_dim, pos0, window, scale)?;
+    check_fits("attention_split out", &[(out, out_off + n_tokens * n_heads * v_head_dim)])?;
+    split_run(k, b, p, q, kv, out, out_off, None)
+}
+
+/// The split passes of `attention_split` / `attention_decode` for checked parameters `p`.
+#[allow(clippy::too_many_arguments)]
+fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, out_off: usize, prep: Option<&DecodePrep>) -> Result<()> {
+    let (n_tokens, v_head_dim) = (p.n_tokens as usize, p.v_head_dim as usize);
+    let rows = n_tokens * p.n_heads as usize;
+    let positions = p.pos0 as usize + n_tokens;
+    let keys = match p.window {
+        0 => positions,
+        w => (w as usize).min(positions),
     };
     let (splits, chunk) = split_plan(rows, keys, if n_tokens == 1 { DECODE_TILE } else { CHUNK_ALIGN });
+    p.out_off = u32_of(out_off, "attention out_off")?;
     if splits <= 1 {
-        return attention(
-            k, b, q, q_off, n_tokens, n_heads, head_dim, kv, kv_heads, v_head_dim, pos0, window, scale, out, out_off,
-        );
+        return run(k, b, p, q, kv, out, rows, prep);
     }
-    let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kv, kv_heads, v_head_dim, pos0, window, scale)?;
-    check_fits("attention_split out", &[(out, out_off + rows * v_head_dim)])?;
     let part_len = rows * splits * (v_head_dim + 2);
     u32_of(part_len, "attention_split partials")?;
     let part = k.scratch("attention_split/partials", part_len as u64 * 4);
-    p.splits = splits as u32;
-    p.chunk = chunk as u32;
-    run(k, b, p, q, kv, &part, rows * splits)?;
+    (p.splits, p.chunk, p.out_off) = (splits as u32, chunk as u32, 0);
+    run(k, b, p, q, kv, &part, rows * splits, prep)?;
     let mp = MergeParams {
         rows: rows as u32,
         splits: splits as u32,
@@ -216,19 +318,41 @@ fn params(
         splits: 1,
         chunk: u32_of(positions, "attention positions")?,
         groups_x: 0,
+        q_flags: 0,
+        k_flags: 0,
+        v_flags: 0,
+        eps: 0.0,
+        rope_scale: 0.0,
+        has_factors: 0,
     })
 }
 
-fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, groups: usize) -> Result<()> {
-    let access = [Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+#[allow(clippy::too_many_arguments)]
+fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, groups: usize, prep: Option<&DecodePrep>) -> Result<()> {
+    let (r, rw) = (Access::Read, Access::ReadWrite);
+    let access = [r, r, r, rw];
     let (cache, ty) = if kv.f16 { (shaders::KV_F16, "f16") } else { (shaders::KV_F32, "f32") };
     let buffers = [q, kv.k, kv.v, out];
     if p.n_tokens == 1 {
         // Shapes as constants, so the kernel's loops unroll (one kernel per head shape).
         let (hd, vhd) = (p.head_dim as usize, p.v_head_dim as usize);
         let header = format!("const HD4: u32 = {}u;\nconst VPER: u32 = {}u;\n", hd / 4, vhd.div_ceil(DECODE_WG));
-        let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache];
-        return launch(k, b, &format!("attention_decode/{ty}/hd{hd}/v{vhd}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
+        let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}");
+        let Some(prep) = prep else {
+            let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_LOAD];
+            return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
+        };
+        let (red, tag) = super::reduce(k);
+        let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_PREP, shaders::SIN_COS, red[0], red[1]];
+        let inv_freq = super::rope::inv_freq_table(k, hd, prep.base);
+        let weight = |n: Option<Option<&wgpu::Buffer>>| n.flatten().unwrap_or(&k.dummy).clone();
+        let (kn, vn) = prep.fresh.as_ref().map_or((&k.dummy, &k.dummy), |f| (f.k, f.v));
+        let (wq, wk) = (weight(prep.q_norm), weight(prep.fresh.as_ref().and_then(|f| f.k_norm)));
+        let buffers = [q, kv.k, kv.v, out, &wq, &wk, &inv_freq, prep.factors.unwrap_or(&k.dummy), kn, vn];
+        // The caches are writable here: the prep stores the new row. (Read-only bindings
+        // elsewhere: on an H100 writable caches cost prefill attention ~10%.)
+        let access = [r, rw, rw, rw, r, r, r, r, r, r];
+        return launch(k, b, &format!("{name}/prep{tag}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
     }
     // Heads per workgroup: as many of a KV head's query heads as divide its group, up to 4;
     // keys per tile (and invocations): ATTENTION_WG. H100 prefill attention per layer at

@@ -115,13 +115,20 @@ fn widest(c: &Config) -> (usize, usize) {
     (qmax, fmax)
 }
 
+/// The widest K and V rows of one token over the layers (floats).
+fn kv_row(c: &Config) -> (usize, usize) {
+    let widest = |f: fn(&crate::model::LayerPlan) -> usize| c.layers.iter().map(f).max().unwrap_or(0);
+    (widest(|l| l.n_kv_heads * l.head_dim), widest(|l| l.n_kv_heads * l.v_head_dim))
+}
+
 /// GPU memory a model needs before it is loaded: the text weights as stored (towers and
 /// projectors are not uploaded), the KV cache for `context` tokens and the activations.
 pub fn estimate_bytes(file: &GgufFile, context: usize) -> Result<u64> {
     let cfg = Config::from_gguf(&file.gguf)?;
     let tower = |n: &str| n.starts_with("v.") || n.starts_with("a.") || n.starts_with("mm.");
     let weights: u64 = file.tensors.iter().filter(|t| !tower(&t.name)).map(|t| t.n_bytes).sum();
-    Ok(weights + cfg.kv_cache_bytes(context, context, 4) + scratch_floats(&cfg) as u64 * 4)
+    let (kn, vn) = kv_row(&cfg);
+    Ok(weights + cfg.kv_cache_bytes(context, context, 4) + (scratch_floats(&cfg) + kn + vn) as u64 * 4)
 }
 
 /// A model loaded onto the GPU.
@@ -140,6 +147,8 @@ pub struct GpuModel {
     kv_f16: bool,
     /// Decode folds residual steps into the matvecs that read them (`forward::residual`).
     fold_residual: bool,
+    /// Decode attention does the new token's head norms and RoPE (`attention::attention_decode`).
+    decode_prep: bool,
 }
 
 /// Activation buffers for up to MAX_BATCH tokens.
@@ -167,9 +176,10 @@ struct Scratch {
     cand_vals: wgpu::Buffer,
     moe: Option<MoeScratch>,
     ple: Option<PleScratch>,
-    /// With an f16 cache: the step's K and V rows in f32, where the projections and norms
-    /// write them before `head_norm_rope` rounds them into the cache.
-    kv_new: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    /// The step's raw K and V rows in f32, where the projections write them before
+    /// `head_norm_rope` rounds them into an f16 cache (a batch of rows), or decode attention
+    /// preps them (`attention::attention_decode`, one row).
+    kv_new: (wgpu::Buffer, wgpu::Buffer),
 }
 
 struct MoeScratch {
@@ -492,7 +502,8 @@ impl GpuModel {
             && 4 * cfg.hidden + 2048 <= k.gpu.limits.max_compute_workgroup_storage_size as usize
             && cfg.hidden.is_multiple_of(4)
             && std::env::var_os("RULLAMA_NO_FOLD").is_none();
-        Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false, fold_residual })
+        let decode_prep = k.gpu.limits.max_storage_buffers_per_shader_stage >= attention::DECODE_PREP_BUFFERS && std::env::var_os("RULLAMA_NO_DECODE_PREP").is_none();
+        Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false, fold_residual, decode_prep })
     }
 
     /// Bytes a cache of `capacity` tokens plus the activation buffers take.
@@ -509,13 +520,12 @@ impl GpuModel {
         self.kv_f16 = on;
     }
 
-    /// f32 staging for one batch's K and V rows (f16 caches only): floats for K, for V.
+    /// f32 staging for K and V rows: one batch's for an f16 cache, else one token's for
+    /// decode attention's prep. Floats for K, for V.
     fn kv_new_sizes(&self) -> (usize, usize) {
-        if !self.kv_f16 {
-            return (0, 0);
-        }
-        let widest = |f: fn(&crate::model::LayerPlan) -> usize| self.cfg.layers.iter().map(f).max().unwrap_or(0);
-        (MAX_BATCH * widest(|l| l.n_kv_heads * l.head_dim), MAX_BATCH * widest(|l| l.n_kv_heads * l.v_head_dim))
+        let (k, v) = kv_row(&self.cfg);
+        let rows = if self.kv_f16 { MAX_BATCH } else { 1 };
+        (rows * k, rows * v)
     }
 
 
@@ -532,10 +542,10 @@ impl GpuModel {
             kc.push(own.then(|| cache_buf("k_cache", capacity * l.n_kv_heads * l.head_dim)));
             vc.push(own.then(|| cache_buf("v_cache", capacity * l.n_kv_heads * l.v_head_dim)));
         }
-        let kv_new = self.kv_f16.then(|| {
+        let kv_new = {
             let (kn, vn) = self.kv_new_sizes();
             (f32_buf(k, "k_new", kn), f32_buf(k, "v_new", vn))
-        });
+        };
         let moe = c.moe.as_ref().map(|m| {
             let slots = b * m.n_used;
             MoeScratch {
@@ -711,19 +721,25 @@ impl GpuModel {
             _ => matmul::matmul(k, b, m, &s.y, 0, n, dst, off),
         };
         let [qr, kr, vr] = qkv.rows;
+        // One token: attention norms and rotates q (and the new K and V) itself
+        // (`attention::attention_decode`), from K and V rows staged in s.kv_new.
+        let prep = n == 1 && self.decode_prep;
         let qg = HeadGroup { buf: &s.q, off: 0, heads: nh, dim: hd, norm: w.q_norm.as_ref().map(Some), rope: true, f16_out: None };
         let (mut kg, mut vg) = (None, None);
+        let mut fresh = None;
         if !plan.stores_kv() {
             proj(b, &qkv.m, &s.q, 0)?;
         } else {
             let (kc, vc) = (cache.k[li].as_ref().expect("own KV"), cache.v[li].as_ref().expect("own KV"));
             // This batch's K and V go straight into an f32 cache, or into f32 staging rows
             // that head_norm_rope rounds into an f16 cache once normed (`f16`: the caches
-            // and where the batch's rows start in them).
+            // and where the batch's rows start in them), or that attention preps.
             let (kp, vp) = (pos0 * kvh * hd, pos0 * kvh * vhd);
-            let (((kc, ko), (vc, vo)), f16) = match &s.kv_new {
-                Some((kn, vn)) => (((kn, 0), (vn, 0)), Some(((kc, kp), (vc, vp)))),
-                None => (((kc, kp), (vc, vp)), None),
+            let (kn, vn) = (&s.kv_new.0, &s.kv_new.1);
+            let (((kc, ko), (vc, vo)), f16) = match (prep, cache.kv_f16) {
+                (true, _) => (((kn, 0), (vn, 0)), None),
+                (false, true) => (((kn, 0), (vn, 0)), Some(((kc, kp), (vc, vp)))),
+                (false, false) => (((kc, kp), (vc, vp)), None),
             };
             match (&qkv.k, n) {
                 // Stacked, one token: q, k (and v) in one dispatch.
@@ -734,23 +750,26 @@ impl GpuModel {
                     proj(b, kw, kc, ko)?;
                 }
             }
-            match (&qkv.v, vr) {
-                (Some(vw), _) => proj(b, vw, vc, vo)?,
-                (None, 0) if !plan.has_v => {
-                    // V := raw K, before the K norm and RoPE.
-                    b.copy(kc, (ko * 4) as u64, vc, (vo * 4) as u64, (n * kvh * hd * 4) as u64)
-                }
-                _ => {}
+            // V is raw K where the layer has no V projection.
+            let v_is_k = qkv.v.is_none() && vr == 0 && !plan.has_v;
+            match &qkv.v {
+                Some(vw) => proj(b, vw, vc, vo)?,
+                // V := raw K, before the K norm and RoPE (attention's prep reads it from K's row).
+                None if v_is_k && !prep => b.copy(kc, (ko * 4) as u64, vc, (vo * 4) as u64, (n * kvh * hd * 4) as u64),
+                None => {}
             }
-            kg = Some(HeadGroup { buf: kc, off: ko, heads: kvh, dim: hd, norm: w.k_norm.as_ref().map(Some), rope: true, f16_out: f16.map(|f| f.0) });
-            // V takes the unweighted norm (Gemma 4) and, with an f16 cache, the rounding.
-            if c.v_norm || f16.is_some() {
-                let norm = c.v_norm.then_some(None);
-                vg = Some(HeadGroup { buf: vc, off: vo, heads: kvh, dim: vhd, norm, rope: false, f16_out: f16.map(|f| f.1) });
+            if prep {
+                let v = if v_is_k { kc } else { vc };
+                fresh = Some(attention::FreshKv { k: kc, v, k_norm: w.k_norm.as_ref().map(Some), v_norm: c.v_norm });
+            } else {
+                kg = Some(HeadGroup { buf: kc, off: ko, heads: kvh, dim: hd, norm: w.k_norm.as_ref().map(Some), rope: true, f16_out: f16.map(|f| f.0) });
+                // V takes the unweighted norm (Gemma 4) and, with an f16 cache, the rounding.
+                if c.v_norm || f16.is_some() {
+                    let norm = c.v_norm.then_some(None);
+                    vg = Some(HeadGroup { buf: vc, off: vo, heads: kvh, dim: vhd, norm, rope: false, f16_out: f16.map(|f| f.1) });
+                }
             }
         }
-        // q/k norms, RoPE on q and k, the v norm: one dispatch.
-        rope::head_norm_rope(k, b, qg, kg, vg, n, pos0, c.eps, rope.base, factors, 1.0 / rope.linear_scale)?;
         let src = plan.kv_donor.unwrap_or(li);
         let (kc, vc) = match (&cache.k[src], &cache.v[src]) {
             (Some(kc), Some(vc)) => (kc, vc),
@@ -761,7 +780,14 @@ impl GpuModel {
             AttnKind::Global => 0,
         };
         let caches = attention::KvCaches { k: kc, v: vc, f16: cache.kv_f16 };
-        attention::attention_split(k, b, &s.q, 0, n, nh, hd, caches, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
+        if prep {
+            let dp = attention::DecodePrep { q_norm: w.q_norm.as_ref().map(Some), fresh, eps: c.eps, base: rope.base, factors, pos_scale: 1.0 / rope.linear_scale };
+            attention::attention_decode(k, b, &s.q, nh, hd, caches, kvh, vhd, pos0, window, c.attn_scale, &s.attn, &dp)?;
+        } else {
+            // q/k norms, RoPE on q and k, the v norm: one dispatch.
+            rope::head_norm_rope(k, b, qg, kg, vg, n, pos0, c.eps, rope.base, factors, 1.0 / rope.linear_scale)?;
+            attention::attention_split(k, b, &s.q, 0, n, nh, hd, caches, kvh, vhd, pos0, window, c.attn_scale, &s.attn, 0)?;
+        }
         matmul::matmul(k, b, &w.o, &s.attn, 0, n, &s.a, 0)?;
         // x += RMS(a; post_attention_norm); the FFN reads RMS(x; ffn_norm).
         r.push(k, b, Step { a: &s.a, post: &w.post_attn_norm, scale: None })?;

@@ -95,6 +95,8 @@ pub mod shaders {
     pub const ATTENTION: &str = include_str!("../../shaders/attention/attention.wgsl");
     pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention/attention_common.wgsl");
     pub const ATTENTION_DECODE: &str = include_str!("../../shaders/attention/attention_decode.wgsl");
+    pub const ATTENTION_DECODE_LOAD: &str = include_str!("../../shaders/attention/attention_decode_load.wgsl");
+    pub const ATTENTION_DECODE_PREP: &str = include_str!("../../shaders/attention/attention_decode_prep.wgsl");
     pub const KV_F32: &str = include_str!("../../shaders/attention/kv_f32.wgsl");
     pub const KV_F16: &str = include_str!("../../shaders/attention/kv_f16.wgsl");
     pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention/attention_merge.wgsl");

@@ -71,7 +71,7 @@ pub fn rope_neox(
 /// The RoPE frequencies for `head_dim` and `base`, made on the host so they are
 /// bit-identical to the reference's (a GPU pow is a few ulp off, which at position 1e5
 /// moves the angle by ~0.05 rad).
-fn inv_freq_table(k: &Kernels, head_dim: usize, base: f32) -> wgpu::Buffer {
+pub(crate) fn inv_freq_table(k: &Kernels, head_dim: usize, base: f32) -> wgpu::Buffer {
     k.table(&format!("rope_inv_freq/{head_dim}/{:08x}", base.to_bits()), || {
         (0..head_dim / 2).map(|j| rope_inv_freq(base, head_dim, j)).collect()
     })

@@ -1,0 +1,18 @@
+// attention_decode.wgsl's hooks for a new token whose q, K and V are ready (normed and
+// rotated by rope/head_norm_rope.wgsl, K and V in the caches): q as stored, every key
+// read from the caches (bound read-only).
+@group(0) @binding(2) var<storage, read> kc: array<KC>;
+@group(0) @binding(3) var<storage, read> vc: array<VC>;
+
+fn load_q(th: u32, lid: u32) {
+    if (lid < HD4) {
+        let qb = p.q_off + th * p.head_dim + 4u * lid;
+        q_s[lid] = vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]);
+    }
+}
+
+fn new_kv(sp: Span, lid: u32) -> u32 {
+    return sp.k1;
+}
+
+fn fresh_key(lid: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, PER>>) {}

@@ -1,0 +1,131 @@
+// attention_decode.wgsl's hooks when decode attention also does the new token's per-head
+// work, with rope/head_norm_rope.wgsl's arithmetic, instead of a dispatch of its own:
+// - q is RMS-normed (weighted by wq or not) and rotated (NeoX RoPE) as it is loaded;
+// - with K_FRESH in k_flags the new position's K and V rows arrive raw (kn, vn: one token,
+//   [kv_head][dim]). Every workgroup whose keys end at that position (p.pos0) norms and
+//   rotates K and norms V itself, packed as the caches store them (kv_f32 / kv_f16.wgsl),
+//   reads the other keys from the caches and adds this one last (fresh_key); one of them
+//   per KV head (its group's first query head) stores the row into the caches, which
+//   nothing else in this dispatch reads.
+// Each step loads everything it needs before its first reduction: one wait on memory.
+// Composed with common/reduce*.wgsl and rope/sin_cos.wgsl.
+const NORM: u32 = 1u;
+const WEIGHTED: u32 = 2u;
+const ROPE: u32 = 4u;
+const K_FRESH: u32 = 8u;
+
+@group(0) @binding(2) var<storage, read_write> kc: array<KC>;
+@group(0) @binding(3) var<storage, read_write> vc: array<VC>;
+@group(0) @binding(5) var<storage, read> wq: array<f32>;
+@group(0) @binding(6) var<storage, read> wk: array<f32>;
+@group(0) @binding(7) var<storage, read> inv_freq: array<f32>;
+@group(0) @binding(8) var<storage, read> factors: array<f32>;
+@group(0) @binding(9) var<storage, read> kn: array<f32>;
+@group(0) @binding(10) var<storage, read> vn: array<f32>;
+
+// The new K row after norm and RoPE (unpacked), then packed; the packed V row.
+var<workgroup> kt_s: array<f32, 4u * HD4>;
+var<workgroup> kn_s: array<KC, HD4>;
+var<workgroup> vn_s: array<KV2, (VPER * WG + 1u) / 2u>;
+
+// What a pair (x.x, x.y) = elements (j, j + half) of a head becomes: RMS-normed over the
+// workgroup's pairs (invocations past the head bring zeros) when `flags` ask, times the
+// weights `w` (WEIGHTED), then rotated by RoPE pair j (ROPE).
+fn head_pair(x: vec2<f32>, w: vec2<f32>, j: u32, flags: u32, dim: u32, lid: u32) -> vec2<f32> {
+    var v = x;
+    // Uniform per workgroup: the flags decide.
+    if ((flags & NORM) != 0u) {
+        v *= inverseSqrt(wg_sum(dot(x, x), lid) / f32(dim) + p.eps);
+        if ((flags & WEIGHTED) != 0u) {
+            v *= w;
+        }
+    }
+    if ((flags & ROPE) != 0u) {
+        var theta = f32(p.pos0) * p.rope_scale * inv_freq[j];
+        if (p.has_factors != 0u) {
+            let f = factors[j];
+            if (f != 1.0) {
+                theta = theta / f;
+            }
+        }
+        let sc = sin_cos(theta);
+        v = vec2<f32>(v.x * sc.y - v.y * sc.x, v.y * sc.y + v.x * sc.x);
+    }
+    return v;
+}
+
+// q pair (j, j + half) of head th for invocation j = lid < half, from memory.
+fn load_q(th: u32, lid: u32) {
+    let half = 2u * HD4;
+    let j = min(lid, half - 1u);
+    let at = p.q_off + th * p.head_dim + j;
+    let live = lid < half;
+    let x = select(vec2<f32>(0.0), vec2<f32>(q[at], q[at + half]), live);
+    let v = head_pair(x, vec2<f32>(wq[j], wq[j + half]), j, p.q_flags, p.head_dim, lid);
+    if (live) {
+        q_s[j >> 2u][j & 3u] = v.x;
+        q_s[(j + half) >> 2u][(j + half) & 3u] = v.y;
+    }
+}
+
+fn new_kv(sp: Span, lid: u32) -> u32 {
+    if ((p.k_flags & K_FRESH) == 0u || sp.k1 != p.pos0 + 1u) {
+        return sp.k1;
+    }
+    // K: invocation j < half holds the RoPE pair (j, j + half); V: invocation i < vh the
+    // neighbours (2i, 2i + 1), which pack together.
+    let half = 2u * HD4;
+    let vh = p.v_head_dim / 2u;
+    let j = min(lid, half - 1u);
+    let i = min(lid, vh - 1u);
+    let kb = sp.kvh * p.head_dim + j;
+    let vb = sp.kvh * p.v_head_dim + 2u * i;
+    let kx = select(vec2<f32>(0.0), vec2<f32>(kn[kb], kn[kb + half]), lid < half);
+    let vx = select(vec2<f32>(0.0), vec2<f32>(vn[vb], vn[vb + 1u]), lid < vh);
+    let kv = head_pair(kx, vec2<f32>(wk[j], wk[j + half]), j, p.k_flags, p.head_dim, lid);
+    let vv = head_pair(vx, vec2<f32>(1.0), 0u, p.v_flags & NORM, p.v_head_dim, lid);
+    if (lid < half) {
+        kt_s[j] = kv.x;
+        kt_s[j + half] = kv.y;
+    }
+    if (lid < vh) {
+        vn_s[i] = kv_pack2(vv);
+    }
+    workgroupBarrier();
+    if (lid < HD4) {
+        kn_s[lid] = kv_pack4(vec4<f32>(kt_s[4u * lid], kt_s[4u * lid + 1u], kt_s[4u * lid + 2u], kt_s[4u * lid + 3u]));
+    }
+    workgroupBarrier();
+    if ((sp.th % p.n_heads) % (p.n_heads / p.kv_heads) == 0u) {
+        let at = p.pos0 * p.kv_heads + sp.kvh;
+        if (lid < HD4) {
+            kc[at * HD4 + lid] = kn_s[lid];
+        }
+        if (lid < vh) {
+            for (var k = 0u; k < V_WORDS; k++) {
+                vc[(at * vh + i) * V_WORDS + k] = v_word(vn_s[i], k);
+            }
+        }
+    }
+    return sp.k1 - 1u;
+}
+
+// The online-softmax step of attention_decode.wgsl for the new key alone.
+fn fresh_key(lid: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, PER>>) {
+    var d = 0.0;
+    if (lid < HD4) {
+        d = dot(q_s[lid], kv_unpack4(kn_s[lid]));
+    }
+    let s = wg_sum(d, lid) * p.scale;
+    let m_new = max(*m, s);
+    let alpha = exp(*m - m_new);
+    let e = exp(s - m_new);
+    *l = *l * alpha + e;
+    *m = m_new;
+    for (var i = 0u; i < VPER; i++) {
+        let dd = lid + i * WG;
+        if (dd < p.v_head_dim) {
+            (*acc)[i] = (*acc)[i] * alpha + e * kv_unpack2(vn_s[dd >> 1u])[dd & 1u];
+        }
+    }
+}
