@@ -1,5 +1,6 @@
 //! Micro-benchmark of the small decode kernels one at a time: decode attention (split and
-//! merged, and as one workgroup per head) at several depths, the residual step, a matvec
+//! merged, as one workgroup per head, and with the new token's norms and RoPE done inside
+//! against head_norm_rope before it) at several depths, the residual step, a matvec
 //! with and without the residual step folded in, the cost of workgroup barriers, and
 //! matvecs whose weights come from memory rather than cache. Each figure is the time per dispatch over
 //! many dependent dispatches of one batch (so it includes the per-dispatch cost a decode
@@ -11,7 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rullama::gguf::GgmlType;
-use rullama::gpu::attention::{self, KvCaches};
+use rullama::gpu::attention::{self, DecodePrep, FreshKv, KvCaches};
+use rullama::gpu::rope::{HeadGroup, head_norm_rope};
 use rullama::gpu::matmul::{MatvecIn, ResidualIn, matvec_input};
 use rullama::gpu::{Access, Batch, Gpu, GpuMatrix, KernelSource, Kernels, kernel, norm};
 
@@ -45,7 +47,23 @@ fn main() -> rullama::Result<()> {
         for keys in [16, 48, 256, 1024, 4096] {
             let split = time(&k, reps, &|b| attention::attention_split(&k, b, &q, 0, 1, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, 0).unwrap());
             let one = time(&k, reps / 4 + 2, &|b| attention::attention(&k, b, &q, 0, 1, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, 0).unwrap());
-            println!("attention {heads} heads hd {hd}, {keys:>4} keys: split+merge {:7.2} us, one workgroup per head {:8.2} us", split * 1e6, one * 1e6);
+            let (w, kn, vn) = (f(hd, 1.0), f(hd, 0.2), f(hd, 0.3));
+            let prep = || DecodePrep { q_norm: Some(Some(&w)), fresh: Some(FreshKv { k: &kn, v: &vn, k_norm: Some(Some(&w)), v_norm: true }), eps: 1e-6, base: 1e4, factors: None, pos_scale: 1.0 };
+            let fused = time(&k, reps, &|b| attention::attention_decode(&k, b, &q, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, &prep()).unwrap());
+            let apart = time(&k, reps, &|b| {
+                let qg = HeadGroup { buf: &q, off: 0, heads, dim: hd, norm: Some(Some(&w)), rope: true, f16_out: None };
+                let kg = HeadGroup { buf: &kn, off: 0, heads: 1, dim: hd, norm: Some(Some(&w)), rope: true, f16_out: None };
+                let vg = HeadGroup { buf: &vn, off: 0, heads: 1, dim: hd, norm: Some(None), rope: false, f16_out: None };
+                head_norm_rope(&k, b, qg, Some(kg), Some(vg), 1, keys - 1, 1e-6, 1e4, None, 1.0).unwrap();
+                attention::attention_split(&k, b, &q, 0, 1, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, 0).unwrap();
+            });
+            println!(
+                "attention {heads} heads hd {hd}, {keys:>4} keys: split+merge {:7.2} us, one workgroup per head {:8.2} us; with q/K/V norms and RoPE inside {:7.2} us, head_norm_rope before {:7.2} us",
+                split * 1e6,
+                one * 1e6,
+                fused * 1e6,
+                apart * 1e6
+            );
         }
     }
     for n in [640usize, 1536] {
