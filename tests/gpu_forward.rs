@@ -122,6 +122,38 @@ fn real_gemma3_270m_gpu_matches_cpu() {
     eprintln!("270M token by token: GPU vs CPU {rel:.2e} × std");
 }
 
+/// Decode with the new token's norms and RoPE inside attention (the default) against the
+/// separate head_norm_rope dispatch, token by token, with f32 and f16 caches, on a model
+/// with sliding and global layers and KV sharing (Gemma 4) and on Gemma 3. The same
+/// arithmetic in another reduction order (the norms' sums differ by ~1e-7 relative): f32
+/// caches agree to 5e-5 × std (measured ~6e-6); in f16 caches an element whose two f32
+/// results straddle a rounding boundary differs by one f16 step (2^-11 relative) and later
+/// layers carry it, so the models' tolerance, 1e-3 × std (measured up to ~2e-4). A wrong
+/// row, position or rounding errs by O(0.1 × std) or more.
+#[test]
+fn decode_prep_in_attention_matches_head_norm_rope() {
+    for model in ["g4_dense", "g3_tiny"] {
+        let f = Arc::new(GgufFile::open(common::fixture(&format!("{model}.f32.gguf"))).unwrap());
+        let mut gpu = GpuModel::load(f).unwrap();
+        let toks = tokens(model);
+        let no = AtomicBool::new(false);
+        for f16 in [false, true] {
+            gpu.set_kv_f16(f16);
+            let mut run = |prep: bool| -> Vec<f32> {
+                gpu.set_decode_prep(prep);
+                let mut cache = gpu.new_cache(toks.len());
+                toks.iter().flat_map(|&t| gpu.forward(&[t], &mut cache, Logits::Last, &no).unwrap()).collect()
+            };
+            let (fused, apart) = (run(true), run(false));
+            let sd = common::std_dev(&apart);
+            let e = fused.iter().zip(&apart).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+            let tol = if f16 { 1e-3 } else { 5e-5 };
+            eprintln!("{model} f16 KV {f16}: prep in attention vs head_norm_rope {:.2e} × std", e / sd);
+            assert!(e <= tol * sd, "{model} f16 KV {f16}: max |Δ| {e:.3e} > {tol:e} × std {sd:.3e}");
+        }
+    }
+}
+
 /// The estimate available before loading equals what loading then allocates.
 #[test]
 fn memory_estimate_matches_what_loading_allocates() {

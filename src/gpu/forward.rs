@@ -520,6 +520,13 @@ impl GpuModel {
         self.kv_f16 = on;
     }
 
+    /// Whether decode attention does the new token's head norms and RoPE itself (the
+    /// default where the device binds enough storage buffers) or a `head_norm_rope` dispatch
+    /// does them first (`false`). Same results up to rounding; for comparison and tests.
+    pub fn set_decode_prep(&mut self, on: bool) {
+        self.decode_prep = on && self.k.gpu.limits.max_storage_buffers_per_shader_stage >= attention::DECODE_PREP_BUFFERS;
+    }
+
     /// f32 staging for K and V rows: one batch's for an f16 cache, else one token's for
     /// decode attention's prep. Floats for K, for V.
     fn kv_new_sizes(&self) -> (usize, usize) {
