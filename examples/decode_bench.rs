@@ -98,8 +98,8 @@ fn main() -> rullama::Result<()> {
         println!("one workgroup, {:>3} barriers: {:7.2} us", 2 * n, t * 1e6);
     }
     // Matvecs as decode meets them: weights from memory, not cache (enough copies of the
-    // matrix to pass through a 50 MB L2 before one is read again).
-    for (ty, rows, cols, copies) in [(GgmlType::Q4_K, 2048usize, 1536usize, 96usize), (GgmlType::Q4_K, 12288, 1536, 16), (GgmlType::Q5_0, 1024, 640, 384), (GgmlType::Q6_K, 1536, 6144, 32)] {
+    // matrix to pass through a 50 MB L2 before one is read again); the last is E2B's LM head.
+    for (ty, rows, cols, copies) in [(GgmlType::Q4_K, 2048usize, 1536usize, 96usize), (GgmlType::Q4_K, 12288, 1536, 16), (GgmlType::Q5_0, 1024, 640, 384), (GgmlType::Q6_K, 1536, 6144, 32), (GgmlType::Q6_K, 262144, 1536, 2)] {
         let bytes = rows * cols / ty.block_elems() * ty.block_bytes();
         let mut data = vec![0u8; bytes];
         let at = if ty == GgmlType::Q6_K { 208 } else { 0 };
