@@ -4,7 +4,7 @@
 //! step's input). CPU twins: `runtime::sampler::{argmax, pick_sorted}`,
 //! `cpu::ops::top_k_candidates`.
 //!
-//! Large vectors take several passes: the first leaves kk candidates per chunk of 4096 in
+//! Large vectors take several passes: the first leaves kk candidates per chunk of 2048 in
 //! scratch, the next reduces those, and the last writes the caller's buffers.
 
 use bytemuck::{Pod, Zeroable};
@@ -14,7 +14,7 @@ use super::{check_fits, launch, shaders, u32_of};
 use crate::{Error, Result};
 
 /// Entries one workgroup reduces (WG × PER in the shader).
-const CHUNK: usize = 256 * 16;
+const CHUNK: usize = 256 * 8;
 /// Most candidates `top_k_candidates` returns: covers the usual top-k settings (40, 64, 100);
 /// larger ones are sampled on the host from all logits.
 pub const MAX_CANDIDATES: usize = 128;

@@ -333,6 +333,12 @@ pub struct BenchArgs {
     /// Repetitions; the best run is reported.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
+    /// Decode with temperature sampling (with --top-k) instead of greedy (0).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Candidates temperature sampling draws from (the app's default: 64).
+    #[arg(long, default_value_t = 64)]
+    pub top_k: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -368,7 +374,11 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
     let mut best = (f64::MAX, f64::MAX, f64::MAX);
     for _ in 0..a.reps.max(1) {
         let mut cache = m.new_cache(ctx);
-        let mut sampler = rullama::runtime::Sampler::new(SamplingOptions::greedy());
+        let opts = match a.temperature > 0.0 {
+            true => SamplingOptions { temperature: a.temperature, top_k: a.top_k, seed: 1, ..SamplingOptions::default() },
+            false => SamplingOptions::greedy(),
+        };
+        let mut sampler = rullama::runtime::Sampler::new(opts);
         let t = std::time::Instant::now();
         let id = m.next_token(&prompt, &mut cache, &mut sampler, &prompt, &cancel)?;
         let ttft = t.elapsed().as_secs_f64();
