@@ -110,15 +110,17 @@ fn scratch_floats(c: &Config) -> usize {
 /// Widest per-token attention row (all heads) and FFN row over the layers: the sizes of the
 /// q/attn and gate/up activation buffers.
 fn widest(c: &Config) -> (usize, usize) {
-    let qmax = c.layers.iter().map(|l| c.n_heads * l.head_dim.max(l.v_head_dim)).max().unwrap_or(0);
-    let fmax = c.layers.iter().map(|l| l.ffn_width).max().unwrap_or(0);
-    (qmax, fmax)
+    (layer_max(c, |l| c.n_heads * l.head_dim.max(l.v_head_dim)), layer_max(c, |l| l.ffn_width))
 }
 
 /// The widest K and V rows of one token over the layers (floats).
 fn kv_row(c: &Config) -> (usize, usize) {
-    let widest = |f: fn(&crate::model::LayerPlan) -> usize| c.layers.iter().map(f).max().unwrap_or(0);
-    (widest(|l| l.n_kv_heads * l.head_dim), widest(|l| l.n_kv_heads * l.v_head_dim))
+    (layer_max(c, |l| l.n_kv_heads * l.head_dim), layer_max(c, |l| l.n_kv_heads * l.v_head_dim))
+}
+
+/// The largest `f(layer)` over the layers (0 for none).
+fn layer_max(c: &Config, f: impl Fn(&crate::model::LayerPlan) -> usize) -> usize {
+    c.layers.iter().map(f).max().unwrap_or(0)
 }
 
 /// GPU memory a model needs before it is loaded: the text weights as stored (towers and
@@ -502,8 +504,9 @@ impl GpuModel {
             && 4 * cfg.hidden + 2048 <= k.gpu.limits.max_compute_workgroup_storage_size as usize
             && cfg.hidden.is_multiple_of(4)
             && std::env::var_os("RULLAMA_NO_FOLD").is_none();
-        let decode_prep = k.gpu.limits.max_storage_buffers_per_shader_stage >= attention::DECODE_PREP_BUFFERS && std::env::var_os("RULLAMA_NO_DECODE_PREP").is_none();
-        Ok(GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false, fold_residual, decode_prep })
+        let mut m = GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false, fold_residual, decode_prep: false };
+        m.set_decode_prep(std::env::var_os("RULLAMA_NO_DECODE_PREP").is_none());
+        Ok(m)
     }
 
     /// Bytes a cache of `capacity` tokens plus the activation buffers take.

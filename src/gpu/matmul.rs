@@ -170,7 +170,7 @@ struct EmbedParams {
 /// Threads per workgroup of embed.wgsl.
 const EMBED_WG: usize = 64;
 
-fn quant_parts(ty: GgmlType) -> Result<Vec<&'static str>> {
+pub(super) fn quant_parts(ty: GgmlType) -> Result<Vec<&'static str>> {
     shaders::quant(ty).ok_or_else(|| Error::UnsupportedType(format!("{ty} (no GPU matmul kernel for this type)")))
 }
 

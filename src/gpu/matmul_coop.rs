@@ -199,8 +199,7 @@ pub fn split_f16(
     if (total as u64) * 8 > hi.size().min(lo.size()) {
         return Err(Error::Input(format!("split_f16: {rows_pad} rows of {cols} do not fit the output buffers")));
     }
-    let quant = shaders::quant(ty).ok_or_else(|| Error::UnsupportedType(format!("{ty} (no GPU split kernel for this type)")))?;
-    let mut parts = quant;
+    let mut parts = super::matmul::quant_parts(ty)?;
     parts.push(shaders::SPLIT_F16);
     let p = SplitParams {
         cols4: u32_of(cols / 4, "split_f16 columns")?,
