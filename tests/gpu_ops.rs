@@ -214,6 +214,10 @@ fn attention_matches_cpu() {
     for k in reduction_variants() {
         attention_matches_cpu_on(&k);
     }
+    // Prefill by per-token workgroups (attention.wgsl) instead of blocks of query rows.
+    let mut rows = kernels();
+    rows.tiled_attention = false;
+    attention_matches_cpu_on(&rows);
 }
 
 fn attention_matches_cpu_on(k: &Kernels) {
@@ -221,7 +225,7 @@ fn attention_matches_cpu_on(k: &Kernels) {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     // (n_tokens, n_heads, kv_heads, head_dim, v_head_dim, pos0, window, scale)
     type Case = (usize, usize, usize, usize, usize, usize, usize, f32);
-    let cases: [Case; 13] = [
+    let cases: [Case; 16] = [
         (1, 4, 2, 32, 32, 0, 0, 1.0),
         // Decode shapes: Gemma 4 sliding (window) and global (512-wide) layers, an odd width.
         (1, 8, 1, 256, 256, 700, 512, 0.0625),
@@ -238,6 +242,12 @@ fn attention_matches_cpu_on(k: &Kernels) {
         // groups of three (one head per workgroup).
         (5, 8, 1, 512, 512, 40, 0, 0.044),
         (6, 6, 2, 64, 64, 30, 0, 0.1),
+        // Prefill in blocks of query rows (attention_tiled.wgsl): Gemma 4 sliding layers from
+        // position 0 with a window shorter than the prompt and a part block at the end,
+        // Gemma 3 270M's four heads on one KV head after earlier turns, one KV head per query head.
+        (37, 8, 1, 256, 256, 0, 16, 0.0625),
+        (21, 4, 1, 256, 256, 50, 0, 0.0625),
+        (45, 3, 3, 32, 32, 0, 0, 0.2),
     ];
     for (n_tokens, n_heads, kv_heads, hd, vhd, pos0, window, scale) in cases {
         let positions = pos0 + n_tokens;

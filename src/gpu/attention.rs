@@ -1,14 +1,20 @@
 //! Causal (optionally sliding-window) GQA attention over a KV cache, flash style
-//! (`shaders/attention/attention.wgsl`, `attention_merge.wgsl`); CPU twin:
-//! `cpu::ops::attention`.
+//! (`shaders/attention/`); CPU twin: `cpu::ops::attention`.
 //!
-//! `attention` runs one workgroup per (token, up to 4 heads of one KV head): right for
-//! prefill, where tokens fill the GPU and the heads share each K and V read. A single query token (decode) gets `attention_decode.wgsl`, which spreads
-//! each key's dot product over several invocations instead of one. `attention_split` also splits each query's keys over several workgroups and
-//! merges their partial softmax states: right for decode, where one token's few heads would
-//! leave most of a large GPU idle over a long history. `attention_decode` is that split
-//! decode attention doing the new token's per-head norms and RoPE itself (`DecodePrep`),
-//! which saves the `rope::head_norm_rope` dispatch a decode step otherwise spends per layer.
+//! Several query tokens (prefill) go by blocks of query rows (`attention_tiled.wgsl`): a
+//! workgroup takes a KV head's query heads for a few consecutive tokens, so each K and V
+//! element it reads serves all of them, and splits long key ranges over workgroups whose
+//! partial softmax states `attention_merge.wgsl` combines. Shapes it does not take (odd
+//! v_head_dim, more query heads per KV head than a block holds) and
+//! `Kernels::tiled_attention` off go by `attention.wgsl`: one workgroup per (token, up to
+//! 4 heads of one KV head).
+//!
+//! A single query token (decode) gets `attention_decode.wgsl`, which spreads each key's
+//! dot product over several invocations and each query's keys over several workgroups
+//! (`attention_split`, merged likewise): one token's few heads would leave most of a large
+//! GPU idle over a long history. `attention_decode` is that split decode attention doing
+//! the new token's per-head norms and RoPE itself (`DecodePrep`), which saves the
+//! `rope::head_norm_rope` dispatch a decode step otherwise spends per layer.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -97,6 +103,9 @@ pub fn attention(
 ) -> Result<()> {
     let mut p = params(q, q_off, n_tokens, n_heads, head_dim, kv, kv_heads, v_head_dim, pos0, window, scale)?;
     check_fits("attention out", &[(out, out_off + n_tokens * n_heads * v_head_dim)])?;
+    if let Some(shape) = tiled_shape(k, &p) {
+        return tiled(k, b, p, q, kv, out, out_off, shape, false);
+    }
     p.out_off = u32_of(out_off, "attention out_off")?;
     run(k, b, p, q, kv, out, n_tokens * n_heads, None)
 }
@@ -225,6 +234,9 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
         0 => positions,
         w => (w as usize).min(positions),
     };
+    if let Some(shape) = tiled_shape(k, &p) {
+        return tiled(k, b, p, q, kv, out, out_off, shape, true);
+    }
     let (splits, chunk) = split_plan(rows, keys, if n_tokens == 1 { DECODE_TILE } else { CHUNK_ALIGN });
     p.out_off = u32_of(out_off, "attention out_off")?;
     if splits <= 1 {
@@ -235,6 +247,13 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
     let part = k.scratch("attention_split/partials", part_len as u64 * 4);
     (p.splits, p.chunk, p.out_off) = (splits as u32, chunk as u32, 0);
     run(k, b, p, q, kv, &part, rows * splits, prep)?;
+    merge(k, b, &part, out, out_off, rows, splits, v_head_dim)
+}
+
+/// attention_merge.wgsl: `rows` rows of `splits` partial states each from `part` into
+/// `out` from element `out_off`.
+#[allow(clippy::too_many_arguments)]
+fn merge(k: &Kernels, b: &mut Batch, part: &wgpu::Buffer, out: &wgpu::Buffer, out_off: usize, rows: usize, splits: usize, v_head_dim: usize) -> Result<()> {
     let mp = MergeParams {
         rows: rows as u32,
         splits: splits as u32,
@@ -244,10 +263,86 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
     };
     let access = [Access::Read, Access::ReadWrite];
     let (red, tag) = super::reduce(k);
-    launch(k, b, &format!("attention_merge{tag}"), &[shaders::ATTENTION_MERGE, red[0], red[1]], &access, &[&part, out], rows, |groups_x| MergeParams {
+    launch(k, b, &format!("attention_merge{tag}"), &[shaders::ATTENTION_MERGE, red[0], red[1]], &access, &[part, out], rows, |groups_x| MergeParams {
         groups_x,
         ..mp
     })
+}
+
+/// Column groups of attention_tiled.wgsl: its 128 invocations are 8 row groups × 16 of them.
+const TILED_ROW_GROUPS: usize = 8;
+const TILED_COL_GROUPS: usize = 16;
+/// Keys per column group and tile (the kernel's SK): tiles of 16 keys. On an H100 (E2B
+/// shapes, 512 / 2048 tokens) 16-key tiles beat 32 (sliding 185 / 892 µs against 215 /
+/// 1,175) and 64 (4× slower: registers run out).
+const TILED_SK: usize = 1;
+/// Workgroups the tiled kernel's key splits aim for: several per SM of a large GPU (1024
+/// beat 256 and 512 by 5–25% at those shapes).
+const TILED_TARGET_GROUPS: usize = 1024;
+
+/// attention_tiled.wgsl's rows per invocation (SR) and keys per column group (SK) for
+/// multi-token attention with `p`'s shapes, or None where that kernel does not apply: one
+/// token (decode has its own kernels), V rows not in 4-element words, a KV head's query
+/// heads more than a block holds, or too little workgroup memory.
+fn tiled_shape(k: &Kernels, p: &Params) -> Option<(usize, usize)> {
+    let (vhd, group) = (p.v_head_dim as usize, (p.n_heads / p.kv_heads) as usize);
+    if p.n_tokens < 2 || !k.tiled_attention || !vhd.is_multiple_of(4) {
+        return None;
+    }
+    // At most 64 accumulators per invocation: 32 rows per block for v_head_dim 256, 16
+    // for 512.
+    let nv = (vhd / 4).div_ceil(TILED_COL_GROUPS);
+    let sr = (16 / nv).clamp(1, 4);
+    let rows = TILED_ROW_GROUPS * sr;
+    let kt = TILED_COL_GROUPS * TILED_SK;
+    // Staged q and K chunks (64 floats a row, padded by 4), the tile's scores and weights.
+    let shared = 4 * ((rows + kt) * 68 + 2 * rows * kt);
+    (group <= rows && shared as u64 <= k.gpu.limits.max_compute_workgroup_storage_size as u64).then_some((sr, TILED_SK))
+}
+
+/// Multi-token attention by attention_tiled.wgsl (checked parameters `p`, rows per
+/// invocation and keys per column group `shape`), its keys split over several workgroups
+/// and merged where `may_split` and the blocks alone leave the GPU idle.
+#[allow(clippy::too_many_arguments)]
+fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, out_off: usize, shape: (usize, usize), may_split: bool) -> Result<()> {
+    let (sr, sk) = shape;
+    let (hd, vhd, n) = (p.head_dim as usize, p.v_head_dim as usize, p.n_tokens as usize);
+    let (rows, kt) = (TILED_ROW_GROUPS * sr, TILED_COL_GROUPS * sk);
+    let tokens = rows / (p.n_heads / p.kv_heads) as usize;
+    let groups = p.kv_heads as usize * n.div_ceil(tokens);
+    // The most keys one block sees: a window's worth plus the block's own tokens, or all.
+    let positions = p.pos0 as usize + n;
+    let keys = match p.window as usize {
+        0 => positions,
+        w => (w + tokens - 1).min(positions),
+    };
+    let want = if may_split { TILED_TARGET_GROUPS.div_ceil(groups).min(keys.div_ceil(kt)).max(1) } else { 1 };
+    let chunk = keys.div_ceil(want).div_ceil(kt) * kt;
+    let splits = keys.div_ceil(chunk);
+    let header = format!(
+        "const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst SR: u32 = {sr}u;\nconst SK: u32 = {sk}u;\nconst NV: u32 = {}u;\nconst VFULL: bool = {};\n",
+        hd / 4,
+        vhd / 4,
+        (vhd / 4).div_ceil(TILED_COL_GROUPS),
+        (vhd / 4).is_multiple_of(TILED_COL_GROUPS)
+    );
+    let (cache, ty) = if kv.f16 { (shaders::KV_F16, "f16") } else { (shaders::KV_F32, "f32") };
+    let name = format!("attention_tiled/{ty}/hd{hd}/v{vhd}/r{rows}/k{kt}");
+    let code = [header.as_str(), shaders::ATTENTION_TILED, shaders::ATTENTION_COMMON, cache];
+    let (r, rw) = (Access::Read, Access::ReadWrite);
+    let access = [r, r, r, rw, r];
+    (p.splits, p.chunk) = (splits as u32, u32_of(chunk, "attention chunk")?);
+    if splits == 1 {
+        p.out_off = u32_of(out_off, "attention out_off")?;
+        return launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, out, kv.v], groups, |groups_x| Params { groups_x, ..p });
+    }
+    let qrows = n * p.n_heads as usize;
+    let part_len = qrows * splits * (vhd + 2);
+    u32_of(part_len, "attention_split partials")?;
+    let part = k.scratch("attention_split/partials", part_len as u64 * 4);
+    p.out_off = 0;
+    launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, &part, kv.v], groups * splits, |groups_x| Params { groups_x, ..p })?;
+    merge(k, b, &part, out, out_off, qrows, splits, vhd)
 }
 
 /// Keys per split are a multiple of this. Shorter than a tile: in decode a few query rows

@@ -51,6 +51,10 @@ pub struct Kernels {
     /// Prefill matmuls use the tensor-core kernel where the device has one. Starts as
     /// `gpu.coop`; clearing it selects the f32 kernel (tests compare both).
     pub use_coop: bool,
+    /// Prefill attention takes query rows in blocks (`attention_tiled.wgsl`) where the head
+    /// shapes allow. `RULLAMA_NO_TILED_ATTENTION` clears it at start (per-token workgroups,
+    /// `attention.wgsl`); tests compare both.
+    pub tiled_attention: bool,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -60,7 +64,8 @@ impl Kernels {
     pub fn new(gpu: Arc<Gpu>) -> Kernels {
         let dummy = storage(&gpu, "dummy", 16);
         let (use_subgroups, use_coop) = (gpu.subgroups, gpu.coop);
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, buffers: Mutex::new(HashMap::new()) }
+        let tiled_attention = std::env::var_os("RULLAMA_NO_TILED_ATTENTION").is_none();
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).

@@ -93,6 +93,7 @@ pub mod shaders {
     pub const SOFTCAP: &str = include_str!("../../shaders/elementwise/softcap.wgsl");
     pub const ADD_SCALED: &str = include_str!("../../shaders/elementwise/add_scaled.wgsl");
     pub const ATTENTION: &str = include_str!("../../shaders/attention/attention.wgsl");
+    pub const ATTENTION_TILED: &str = include_str!("../../shaders/attention/attention_tiled.wgsl");
     pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention/attention_common.wgsl");
     pub const ATTENTION_DECODE: &str = include_str!("../../shaders/attention/attention_decode.wgsl");
     pub const ATTENTION_DECODE_LOAD: &str = include_str!("../../shaders/attention/attention_decode_load.wgsl");
