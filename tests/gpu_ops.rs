@@ -249,9 +249,10 @@ fn attention_matches_cpu_on(k: &Kernels) {
         (21, 4, 1, 256, 256, 50, 0, 0.0625),
         (45, 3, 3, 32, 32, 0, 0, 0.2),
     ];
-    for (n_tokens, n_heads, kv_heads, hd, vhd, pos0, window, scale) in cases {
+    for (ci, (n_tokens, n_heads, kv_heads, hd, vhd, pos0, window, scale)) in cases.into_iter().enumerate() {
         let positions = pos0 + n_tokens;
-        let (q_off, out_off) = (3, 2);
+        // q at an odd offset and at a multiple of 4 (the tiled kernel's vec4 reads).
+        let (q_off, out_off) = (3 + ci % 2, 2);
         let q = rand_vec(&mut rng, q_off + n_tokens * n_heads * hd);
         let kc = rand_vec(&mut rng, positions * kv_heads * hd);
         let vc = rand_vec(&mut rng, positions * kv_heads * vhd);

@@ -31,6 +31,8 @@ const CHUNKS: u32 = (HD4 + DC4 - 1u) / DC4;
 // The V cache bound again as 4-element words (KC: vec4<f32>, or four halves), for wide
 // loads; the kv file's v1 reads `vc` by element.
 @group(0) @binding(5) var<storage, read> vw: array<KC>;
+// q bound again as vec4, read so where q_off is a multiple of 4 (the model's case).
+@group(0) @binding(6) var<storage, read> q4: array<vec4<f32>>;
 
 var<workgroup> q_s: array<vec4<f32>, R * DS>;
 var<workgroup> k_s: array<vec4<f32>, KT * DS>;
@@ -209,7 +211,11 @@ fn stage_q(c: u32, t0: u32, kvh: u32, group: u32, rows: u32, lid: u32) {
         var v = vec4<f32>(0.0);
         if (r < rows && d4 < HD4) {
             let qb = p.q_off + row_th(t0, kvh, group, r) * (4u * HD4) + 4u * d4;
-            v = vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]);
+            if (p.q_off % 4u == 0u) {
+                v = q4[qb / 4u];
+            } else {
+                v = vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]);
+            }
         }
         q_s[r * DS + i % DC4] = v;
     }

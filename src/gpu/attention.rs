@@ -276,8 +276,10 @@ const TILED_COL_GROUPS: usize = 16;
 /// shapes, 512 / 2048 tokens) 16-key tiles beat 32 (sliding 185 / 892 µs against 215 /
 /// 1,175) and 64 (4× slower: registers run out).
 const TILED_SK: usize = 1;
-/// Workgroups the tiled kernel's key splits aim for: several per SM of a large GPU (1024
-/// beat 256 and 512 by 5–25% at those shapes).
+/// Workgroups the tiled kernel's key splits aim for: several per SM of a large GPU. H100,
+/// prefill tok/s at 512 / 2048 tokens (270M, E2B): 128 groups 58.9k / 54.5k, 7.6k / 7.3k;
+/// 256: 65.6k / 66.7k, 8.1k / 7.8k; 512: 71.0k / 66.9k, 8.5k / 8.2k; 1024: 68.3k / 67.4k,
+/// 8.8k / 8.2k. At least 128 or 256 keys per split instead of one tile did not help.
 const TILED_TARGET_GROUPS: usize = 1024;
 
 /// attention_tiled.wgsl's rows per invocation (SR) and keys per column group (SK) for
@@ -330,18 +332,18 @@ fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCach
     let name = format!("attention_tiled/{ty}/hd{hd}/v{vhd}/r{rows}/k{kt}");
     let code = [header.as_str(), shaders::ATTENTION_TILED, shaders::ATTENTION_COMMON, cache];
     let (r, rw) = (Access::Read, Access::ReadWrite);
-    let access = [r, r, r, rw, r];
+    let access = [r, r, r, rw, r, r];
     (p.splits, p.chunk) = (splits as u32, u32_of(chunk, "attention chunk")?);
     if splits == 1 {
         p.out_off = u32_of(out_off, "attention out_off")?;
-        return launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, out, kv.v], groups, |groups_x| Params { groups_x, ..p });
+        return launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, out, kv.v, q], groups, |groups_x| Params { groups_x, ..p });
     }
     let qrows = n * p.n_heads as usize;
     let part_len = qrows * splits * (vhd + 2);
     u32_of(part_len, "attention_split partials")?;
     let part = k.scratch("attention_split/partials", part_len as u64 * 4);
     p.out_off = 0;
-    launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, &part, kv.v], groups * splits, |groups_x| Params { groups_x, ..p })?;
+    launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, &part, kv.v, q], groups * splits, |groups_x| Params { groups_x, ..p })?;
     merge(k, b, &part, out, out_off, qrows, splits, vhd)
 }
 
