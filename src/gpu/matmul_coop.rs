@@ -47,9 +47,18 @@ impl CoopTile {
     }
 }
 
-/// The tile for `rows` output rows and `n` tokens on `k`'s device.
-fn tile_for(k: &Kernels, rows: usize, n: usize) -> CoopTile {
-    let large = rows >= 8192 && n >= 256 && COOP_LARGE.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize;
+/// The tile for `rows` output rows and `n` tokens on `k`'s device, `routed` when the
+/// product cannot be split over its columns (split-K). 128 × 128 tiles read each staged
+/// element for twice the products of 64 × 64 ones but leave a matrix fewer workgroups, so
+/// they take tall matrices, and from 1536 rows those whose 64 × 64 tiles would be too few
+/// anyway (split-K then restores the workgroups). H100, 512 / 2048-token prefill, Gemma 4
+/// E2B layout (tok/s, two runs): 128 × 128 only from 8192 rows 8.75–8.81k / 8.20–8.21k;
+/// also for E2B's o and down projections (1536 rows) 9.05–9.06k / 8.39–8.44k. Taking every
+/// matrix from 1536 rows cost the 270M layout 3–6% (its routed q/k/v in 48 workgroups).
+fn tile_for(k: &Kernels, rows: usize, n: usize, routed: bool) -> CoopTile {
+    let few = rows.div_ceil(COOP_SMALL.bn) * n.div_ceil(COOP_SMALL.bm) < TARGET_GROUPS;
+    let tall = rows >= 8192 || (rows >= 1536 && few && !routed);
+    let large = tall && n >= 256 && COOP_LARGE.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize;
     if large { COOP_LARGE } else { COOP_SMALL }
 }
 
@@ -243,7 +252,7 @@ pub(crate) fn matmul_coop(
     if out.route.is_some() && (range.is_some() || w.tiles().len() != 1) {
         return Err(Error::Input("matmul_coop: a routed matmul takes a whole matrix of one tile".into()));
     }
-    let tile = tile_for(k, range.map_or(w.rows, |r| r.1), n);
+    let tile = tile_for(k, range.map_or(w.rows, |r| r.1), n, out.route.is_some());
     let (bm, bn) = (tile.bm, tile.bn);
     let cols = w.cols;
     let n_pad = n.div_ceil(bm) * bm;
