@@ -16,7 +16,8 @@
 // block's range, lo being the first token's first key; with splits > 1 it writes each
 // row's partial state for attention_merge.wgsl (attention_common.wgsl's layout), which
 // combines any partition of a row's keys. The header sets HD4 (head_dim / 4), VHD4
-// (v_head_dim / 4), SR, SK, NV = ceil(VHD4 / 16) and VFULL (VHD4 a multiple of 16).
+// (v_head_dim / 4), SR, SK, NV = ceil(VHD4 / 16), VFULL (VHD4 a multiple of 16) and
+// PREFETCH (below).
 // Composed with attention_common.wgsl and kv_f32.wgsl or kv_f16.wgsl.
 const WG: u32 = 128u;
 const PER: u32 = 1u; // sizes attention_common.wgsl's store(), which this kernel does not use
@@ -25,6 +26,7 @@ const KT: u32 = 16u * SK;
 const DC4: u32 = 16u; // head_dim chunk, in vec4
 const DS: u32 = DC4 + 1u; // row stride of the staged chunks: rows 4 banks apart
 const CHUNKS: u32 = (HD4 + DC4 - 1u) / DC4;
+const KL: u32 = KT * DC4 / WG; // K chunk vec4s per invocation (R * DC4 / WG = SR for q)
 
 @group(0) @binding(2) var<storage, read> kc: array<KC>;
 @group(0) @binding(3) var<storage, read> vc: array<VC>;
@@ -79,22 +81,55 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         l[i] = 0.0;
     }
 
+    // With PREFETCH each chunk's q and K are loaded into registers while the previous
+    // chunk's products run (chunk 0 of the next tile during the last chunk), else just
+    // before they are stored to workgroup memory.
+    var qr: array<vec4<f32>, SR>;
+    var kr: array<vec4<f32>, KL>;
+    if (PREFETCH && k0 < k1) {
+        for (var u = 0u; u < SR; u++) {
+            qr[u] = q_part(0u, lid + u * WG, t0, kvh, group, rows);
+        }
+        for (var u = 0u; u < KL; u++) {
+            kr[u] = k_part(k0, 0u, lid + u * WG, k1, kvh);
+        }
+    }
     for (var t = k0; t < k1; t += KT) {
         // Scores of keys t + cg + 16j (loads clamped into range, the scores masked below).
         var sc: array<array<f32, SK>, SR>;
         for (var c = 0u; c < CHUNKS; c++) {
-            workgroupBarrier(); // the previous chunk's readers are done
-            stage_q(c, t0, kvh, group, rows, lid);
-            for (var i = lid; i < KT * DC4; i += WG) {
-                let j = i / DC4;
-                let d4 = c * DC4 + i % DC4;
-                var v = vec4<f32>(0.0);
-                if (d4 < HD4) {
-                    v = k4((min(t + j, k1 - 1u) * p.kv_heads + kvh) * HD4 + d4);
+            if (!PREFETCH) {
+                for (var u = 0u; u < SR; u++) {
+                    qr[u] = q_part(c, lid + u * WG, t0, kvh, group, rows);
                 }
-                k_s[j * DS + i % DC4] = v;
+                for (var u = 0u; u < KL; u++) {
+                    kr[u] = k_part(t, c, lid + u * WG, k1, kvh);
+                }
+            }
+            workgroupBarrier(); // the previous chunk's readers are done
+            for (var u = 0u; u < SR; u++) {
+                let i = lid + u * WG;
+                q_s[(i / DC4) * DS + i % DC4] = qr[u];
+            }
+            for (var u = 0u; u < KL; u++) {
+                let i = lid + u * WG;
+                k_s[(i / DC4) * DS + i % DC4] = kr[u];
             }
             workgroupBarrier();
+            var nt = t;
+            var nc = c + 1u;
+            if (nc == CHUNKS) {
+                nt = t + KT;
+                nc = 0u;
+            }
+            if (PREFETCH && nt < k1) {
+                for (var u = 0u; u < SR; u++) {
+                    qr[u] = q_part(nc, lid + u * WG, t0, kvh, group, rows);
+                }
+                for (var u = 0u; u < KL; u++) {
+                    kr[u] = k_part(nt, nc, lid + u * WG, k1, kvh);
+                }
+            }
             for (var d4 = 0u; d4 < DC4; d4++) {
                 var kv: array<vec4<f32>, SK>;
                 for (var j = 0u; j < SK; j++) {
@@ -201,22 +236,28 @@ fn row_th(t0: u32, kvh: u32, group: u32, r: u32) -> u32 {
     return (t0 + r / group) * p.n_heads + kvh * group + r % group;
 }
 
-// Chunk c of the block's q rows into q_s (zero past the rows and head_dim). Staged per
-// tile: keeping the whole q block in workgroup memory instead measured slower on an
-// H100 (fewer workgroups fit an SM).
-fn stage_q(c: u32, t0: u32, kvh: u32, group: u32, rows: u32, lid: u32) {
-    for (var i = lid; i < R * DC4; i += WG) {
-        let r = i / DC4;
-        let d4 = c * DC4 + i % DC4;
-        var v = vec4<f32>(0.0);
-        if (r < rows && d4 < HD4) {
-            let qb = p.q_off + row_th(t0, kvh, group, r) * (4u * HD4) + 4u * d4;
-            if (p.q_off % 4u == 0u) {
-                v = q4[qb / 4u];
-            } else {
-                v = vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]);
-            }
-        }
-        q_s[r * DS + i % DC4] = v;
+// Element i (< R * DC4) of chunk c of the block's q rows, as q_s holds it (zero past the
+// rows and head_dim). Staged per tile: keeping the whole q block in workgroup memory
+// instead measured slower on an H100 (fewer workgroups fit an SM).
+fn q_part(c: u32, i: u32, t0: u32, kvh: u32, group: u32, rows: u32) -> vec4<f32> {
+    let r = i / DC4;
+    let d4 = c * DC4 + i % DC4;
+    if (r >= rows || d4 >= HD4) {
+        return vec4<f32>(0.0);
     }
+    let qb = p.q_off + row_th(t0, kvh, group, r) * (4u * HD4) + 4u * d4;
+    if (p.q_off % 4u == 0u) {
+        return q4[qb / 4u];
+    }
+    return vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]);
+}
+
+// Element i (< KT * DC4) of chunk c of the K rows of the tile from key t (keys clamped
+// below k1; zero past head_dim).
+fn k_part(t: u32, c: u32, i: u32, k1: u32, kvh: u32) -> vec4<f32> {
+    let d4 = c * DC4 + i % DC4;
+    if (d4 >= HD4) {
+        return vec4<f32>(0.0);
+    }
+    return k4((min(t + i / DC4, k1 - 1u) * p.kv_heads + kvh) * HD4 + d4);
 }

@@ -276,6 +276,11 @@ const TILED_COL_GROUPS: usize = 16;
 /// shapes, 512 / 2048 tokens) 16-key tiles beat 32 (sliding 185 / 892 µs against 215 /
 /// 1,175) and 64 (4× slower: registers run out).
 const TILED_SK: usize = 1;
+/// Widest V rows for which attention_tiled.wgsl loads the next chunk of q and K while it
+/// multiplies the current one. H100, µs per call at 512 / 2048 tokens: 270M 133.7 / 494.7
+/// → 114.6 / 423.2, E2B sliding 195.5 / 911.4 → 163.0 / 784.2; but E2B global (512-wide
+/// V, twice the registers for V) 297.9 / 3,645 → 354.6 / 3,867.
+const TILED_PREFETCH_MAX_VHD: usize = 256;
 /// Workgroups the tiled kernel's key splits aim for: several per SM of a large GPU. H100,
 /// prefill tok/s at 512 / 2048 tokens (270M, E2B): 128 groups 58.9k / 54.5k, 7.6k / 7.3k;
 /// 256: 65.6k / 66.7k, 8.1k / 7.8k; 512: 71.0k / 66.9k, 8.5k / 8.2k; 1024: 68.3k / 67.4k,
@@ -322,11 +327,12 @@ fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCach
     let chunk = keys.div_ceil(want).div_ceil(kt) * kt;
     let splits = keys.div_ceil(chunk);
     let header = format!(
-        "const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst SR: u32 = {sr}u;\nconst SK: u32 = {sk}u;\nconst NV: u32 = {}u;\nconst VFULL: bool = {};\n",
+        "const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst SR: u32 = {sr}u;\nconst SK: u32 = {sk}u;\nconst NV: u32 = {}u;\nconst VFULL: bool = {};\nconst PREFETCH: bool = {};\n",
         hd / 4,
         vhd / 4,
         (vhd / 4).div_ceil(TILED_COL_GROUPS),
-        (vhd / 4).is_multiple_of(TILED_COL_GROUPS)
+        (vhd / 4).is_multiple_of(TILED_COL_GROUPS),
+        vhd <= TILED_PREFETCH_MAX_VHD
     );
     let (cache, ty) = if kv.f16 { (shaders::KV_F16, "f16") } else { (shaders::KV_F32, "f32") };
     let name = format!("attention_tiled/{ty}/hd{hd}/v{vhd}/r{rows}/k{kt}");
