@@ -1,6 +1,7 @@
 // Rows of a matrix (a weight type's blocks through its dq4, or f32 activations through
 // f32.wgsl's) as f16 hi and lo parts for matmul_coop.wgsl: v · scale = hi + lo · 2^-11,
-// both packed two per u32, row-major, `cols` per row. Rows from `rows` up to the grid's
+// both packed two per u32, row-major, `cols` (a multiple of 8) per row. Each invocation
+// splits 8 consecutive elements and stores 16 bytes of each part. Rows from `rows` up to the grid's
 // end are written as zeros, so the product kernel reads whole tiles without checks.
 // CPU twin: `gpu::matmul_coop::split_f16_cpu`.
 //
@@ -10,38 +11,44 @@
 // f16: a device compiler may fold f32(f16(v)) back to v (an H100's does).
 
 struct Params {
-    cols4: u32,      // columns / 4
+    cols8: u32,      // columns / 8
     rows: u32,       // rows that hold data; rows past it (to the padded end) are zeros
     byte0: u32,      // byte offset of row 0 in `w`
     row_bytes: u32,  // byte stride of rows in `w`
-    total: u32,      // vec4s to write: padded rows x cols4
+    total: u32,      // 8-element groups to write: padded rows x cols8
     groups_x: u32,
     scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read_write> hi: array<vec2<u32>>;
-@group(0) @binding(3) var<storage, read_write> lo: array<vec2<u32>>;
+@group(0) @binding(2) var<storage, read_write> hi: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> lo: array<vec4<u32>>;
 
 const LS: f32 = 2048.0;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    // One vec4 of a row per invocation.
     let i = (wg.x + wg.y * p.groups_x) * 256u + lid;
     if (i >= p.total) {
         return;
     }
-    let r = i / p.cols4;
-    let c4 = i % p.cols4;
-    var v = vec4<f32>(0.0);
+    let r = i / p.cols8;
+    let c4 = 2u * (i % p.cols8);
+    var a = vec4<f32>(0.0);
+    var b = vec4<f32>(0.0);
     if (r < p.rows) {
-        v = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
+        a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
+        b = dq4(p.byte0 + r * p.row_bytes, c4 + 1u) * p.scale;
     }
+    hi[i] = vec4<u32>(hi_lo(a).xy, hi_lo(b).xy);
+    lo[i] = vec4<u32>(hi_lo(a).zw, hi_lo(b).zw);
+}
+
+// v's hi part packed in .xy, its lo part in .zw.
+fn hi_lo(v: vec4<f32>) -> vec4<u32> {
     let cut = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xFFFFE000u));
     let h = select(cut, vec4<f32>(0.0), abs(v) < vec4<f32>(6.103515625e-5));
     let l = (v - h) * LS;
-    hi[i] = vec2<u32>(pack2x16float(h.xy), pack2x16float(h.zw));
-    lo[i] = vec2<u32>(pack2x16float(l.xy), pack2x16float(l.zw));
+    return vec4<u32>(pack2x16float(h.xy), pack2x16float(h.zw), pack2x16float(l.xy), pack2x16float(l.zw));
 }

@@ -74,7 +74,7 @@ const SPLIT_MAX_BYTES: u64 = 64 << 20;
 #[repr(C)]
 #[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 struct SplitParams {
-    cols4: u32,
+    cols8: u32,
     rows: u32,
     byte0: u32,
     row_bytes: u32,
@@ -201,17 +201,17 @@ pub fn split_f16(
     scale: f32,
     (hi, lo): (&wgpu::Buffer, &wgpu::Buffer),
 ) -> Result<()> {
-    if !cols.is_multiple_of(4) || rows > rows_pad {
-        return Err(Error::Input(format!("split_f16: {rows} rows of {cols} columns into {rows_pad} (columns must be a multiple of 4)")));
+    if !cols.is_multiple_of(8) || rows > rows_pad {
+        return Err(Error::Input(format!("split_f16: {rows} rows of {cols} columns into {rows_pad} (columns must be a multiple of 8)")));
     }
-    let total = rows_pad * cols / 4;
-    if (total as u64) * 8 > hi.size().min(lo.size()) {
+    let total = rows_pad * cols / 8;
+    if (total as u64) * 16 > hi.size().min(lo.size()) {
         return Err(Error::Input(format!("split_f16: {rows_pad} rows of {cols} do not fit the output buffers")));
     }
     let mut parts = super::matmul::quant_parts(ty)?;
     parts.push(shaders::SPLIT_F16);
     let p = SplitParams {
-        cols4: u32_of(cols / 4, "split_f16 columns")?,
+        cols8: u32_of(cols / 8, "split_f16 columns")?,
         rows: u32_of(rows, "split_f16 rows")?,
         byte0: u32_of(byte0, "split_f16 offset")?,
         row_bytes: u32_of(row_bytes, "split_f16 row stride")?,
