@@ -273,8 +273,8 @@ fn merge(k: &Kernels, b: &mut Batch, part: &wgpu::Buffer, out: &wgpu::Buffer, ou
 const TILED_ROW_GROUPS: usize = 8;
 const TILED_COL_GROUPS: usize = 16;
 /// Keys per column group and tile (the kernel's SK): tiles of 16 keys. On an H100 (E2B
-/// shapes, 512 / 2048 tokens) 16-key tiles beat 32 (sliding 185 / 892 µs against 215 /
-/// 1,175) and 64 (4× slower: registers run out).
+/// sliding layers, 512 / 2048 tokens) 16-key tiles beat 32 (181 / 892 µs against 247 /
+/// 1,218) and 64 (853 / 5,428: registers run out).
 const TILED_SK: usize = 1;
 /// Widest V rows for which attention_tiled.wgsl loads the next chunk of q and K while it
 /// multiplies the current one. H100, µs per call at 512 / 2048 tokens: 270M 133.7 / 494.7

@@ -54,7 +54,7 @@ impl CoopTile {
 /// anyway (split-K then restores the workgroups). H100, 512 / 2048-token prefill, Gemma 4
 /// E2B layout (tok/s, two runs): 128 × 128 only from 8192 rows 8.75–8.81k / 8.20–8.21k;
 /// also for E2B's o and down projections (1536 rows) 9.05–9.06k / 8.39–8.44k. Taking every
-/// matrix from 1536 rows cost the 270M layout 3–6% (its routed q/k/v in 48 workgroups).
+/// matrix from 1536 rows cost the 270M layout 2–6% (its routed q/k/v in 48 workgroups).
 fn tile_for(k: &Kernels, rows: usize, n: usize, routed: bool) -> CoopTile {
     let few = rows.div_ceil(COOP_SMALL.bn) * n.div_ceil(COOP_SMALL.bm) < TARGET_GROUPS;
     let tall = rows >= 8192 || (rows >= 1536 && few && !routed);
