@@ -269,7 +269,7 @@ fn merge(k: &Kernels, b: &mut Batch, part: &wgpu::Buffer, out: &wgpu::Buffer, ou
     })
 }
 
-/// Column groups of attention_tiled.wgsl: its 128 invocations are 8 row groups × 16 of them.
+/// attention_tiled.wgsl's 128 invocations: 8 row groups × 16 column groups.
 const TILED_ROW_GROUPS: usize = 8;
 const TILED_COL_GROUPS: usize = 16;
 /// Keys per column group and tile (the kernel's SK): tiles of 16 keys. On an H100 (E2B
