@@ -55,12 +55,16 @@ fn span(g: u32) -> Span {
     let th = g / p.splits;
     let h = th % p.n_heads;
     let pos = p.pos0 + th / p.n_heads;
-    var first = 0u;
-    if (p.window > 0u && pos + 1u > p.window) {
-        first = pos + 1u - p.window;
-    }
-    let k0 = first + split * p.chunk;
+    let k0 = first_key(pos) + split * p.chunk;
     return Span(th, h / (p.n_heads / p.kv_heads), k0, min(k0 + p.chunk, pos + 1u));
+}
+
+// The first key position `pos` sees (sliding window).
+fn first_key(pos: u32) -> u32 {
+    if (p.window > 0u && pos + 1u > p.window) {
+        return pos + 1u - p.window;
+    }
+    return 0u;
 }
 
 // The normalised output (one split) or the partial state (m, l, acc) of workgroup g.

@@ -83,7 +83,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 
     // With PREFETCH each chunk's q and K are loaded into registers while the previous
     // chunk's products run (chunk 0 of the next tile during the last chunk), else just
-    // before they are stored to workgroup memory.
+    // before they are stored to workgroup memory. The three load sites are written out:
+    // functions returning the register arrays measured 5-7% slower on an H100.
     var qr: array<vec4<f32>, SR>;
     var kr: array<vec4<f32>, KL>;
     if (PREFETCH && k0 < k1) {
@@ -221,14 +222,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
-}
-
-// The first key position `pos` sees (sliding window).
-fn first_key(pos: u32) -> u32 {
-    if (p.window > 0u && pos + 1u > p.window) {
-        return pos + 1u - p.window;
-    }
-    return 0u;
 }
 
 // Query row (token * n_heads + head) of row r of the block starting at token t0.

@@ -1,8 +1,9 @@
 // Rows of a matrix (a weight type's blocks through its dq4, or f32 activations through
 // f32.wgsl's) as f16 hi and lo parts for matmul_coop.wgsl: v · scale = hi + lo · 2^-11,
 // both packed two per u32, row-major, `cols` (a multiple of 8) per row. Each invocation
-// splits 8 consecutive elements and stores 16 bytes of each part. Rows from `rows` up to the grid's
-// end are written as zeros, so the product kernel reads whole tiles without checks.
+// splits 8 consecutive elements and stores 16 bytes of each part. Rows from `rows` up to
+// the grid's end are written as zeros, so the product kernel reads whole tiles without
+// checks.
 // CPU twin: `gpu::matmul_coop::split_f16_cpu`.
 //
 // hi is v · scale with its significand cut to f16's 10 bits by a mask (exact in f16), 0
@@ -41,8 +42,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
         b = dq4(p.byte0 + r * p.row_bytes, c4 + 1u) * p.scale;
     }
-    hi[i] = vec4<u32>(hi_lo(a).xy, hi_lo(b).xy);
-    lo[i] = vec4<u32>(hi_lo(a).zw, hi_lo(b).zw);
+    let pa = hi_lo(a);
+    let pb = hi_lo(b);
+    hi[i] = vec4<u32>(pa.xy, pb.xy);
+    lo[i] = vec4<u32>(pa.zw, pb.zw);
 }
 
 // v's hi part packed in .xy, its lo part in .zw.

@@ -237,17 +237,23 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
     if let Some(shape) = tiled_shape(k, &p) {
         return tiled(k, b, p, q, kv, out, out_off, shape, true);
     }
-    let (splits, chunk) = split_plan(rows, keys, if n_tokens == 1 { DECODE_TILE } else { CHUNK_ALIGN });
+    let (splits, chunk) = split_plan(TARGET_GROUPS, rows, keys, if n_tokens == 1 { DECODE_TILE } else { CHUNK_ALIGN });
     p.out_off = u32_of(out_off, "attention out_off")?;
     if splits <= 1 {
         return run(k, b, p, q, kv, out, rows, prep);
     }
-    let part_len = rows * splits * (v_head_dim + 2);
-    u32_of(part_len, "attention_split partials")?;
-    let part = k.scratch("attention_split/partials", part_len as u64 * 4);
+    let part = partials(k, rows, splits, v_head_dim)?;
     (p.splits, p.chunk, p.out_off) = (splits as u32, chunk as u32, 0);
     run(k, b, p, q, kv, &part, rows * splits, prep)?;
     merge(k, b, &part, out, out_off, rows, splits, v_head_dim)
+}
+
+/// Scratch for the partial states of `rows` query rows split `splits` ways
+/// (attention_common.wgsl's layout: m, l and v_head_dim sums each).
+fn partials(k: &Kernels, rows: usize, splits: usize, v_head_dim: usize) -> Result<wgpu::Buffer> {
+    let len = rows * splits * (v_head_dim + 2);
+    u32_of(len, "attention_split partials")?;
+    Ok(k.scratch("attention_split/partials", len as u64 * 4))
 }
 
 /// attention_merge.wgsl: `rows` rows of `splits` partial states each from `part` into
@@ -323,9 +329,7 @@ fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCach
         0 => positions,
         w => (w + tokens - 1).min(positions),
     };
-    let want = if may_split { TILED_TARGET_GROUPS.div_ceil(groups).min(keys.div_ceil(kt)).max(1) } else { 1 };
-    let chunk = keys.div_ceil(want).div_ceil(kt) * kt;
-    let splits = keys.div_ceil(chunk);
+    let (splits, chunk) = split_plan(if may_split { TILED_TARGET_GROUPS } else { 1 }, groups, keys, kt);
     let header = format!(
         "const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst SR: u32 = {sr}u;\nconst SK: u32 = {sk}u;\nconst NV: u32 = {}u;\nconst VFULL: bool = {};\nconst PREFETCH: bool = {};\n",
         hd / 4,
@@ -345,9 +349,7 @@ fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCach
         return launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, out, kv.v, q], groups, |groups_x| Params { groups_x, ..p });
     }
     let qrows = n * p.n_heads as usize;
-    let part_len = qrows * splits * (vhd + 2);
-    u32_of(part_len, "attention_split partials")?;
-    let part = k.scratch("attention_split/partials", part_len as u64 * 4);
+    let part = partials(k, qrows, splits, vhd)?;
     p.out_off = 0;
     launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, &part, kv.v, q], groups * splits, |groups_x| Params { groups_x, ..p })?;
     merge(k, b, &part, out, out_off, qrows, splits, vhd)
@@ -365,10 +367,10 @@ const DECODE_TILE: usize = 32;
 /// Invocations per workgroup of attention_decode.wgsl (its WG).
 const DECODE_WG: usize = 256;
 
-/// How many splits of how many keys (a multiple of `align`) for `rows` queries of up to
-/// `keys` keys each.
-fn split_plan(rows: usize, keys: usize, align: usize) -> (usize, usize) {
-    let want = TARGET_GROUPS.div_ceil(rows.max(1)).min(keys.div_ceil(align)).max(1);
+/// How many splits of how many keys (a multiple of `align`) for `groups` workgroups of up
+/// to `keys` keys each, aiming at `target` workgroups in all.
+fn split_plan(target: usize, groups: usize, keys: usize, align: usize) -> (usize, usize) {
+    let want = target.div_ceil(groups.max(1)).min(keys.div_ceil(align)).max(1);
     let chunk = keys.div_ceil(want).div_ceil(align) * align;
     (keys.div_ceil(chunk.max(1)).max(1), chunk.max(align))
 }
@@ -476,13 +478,15 @@ mod tests {
 
     #[test]
     fn split_plan_covers_every_key_with_whole_tiles() {
-        for (rows, align) in [(1, DECODE_TILE), (8, DECODE_TILE), (3, CHUNK_ALIGN), (8, CHUNK_ALIGN), (64, CHUNK_ALIGN), (300, CHUNK_ALIGN)] {
-            for keys in [1, 63, 64, 65, 200, 4096, 131072] {
-                let (splits, chunk) = split_plan(rows, keys, align);
-                assert_eq!(chunk % align, 0);
-                assert!(splits * chunk >= keys, "rows {rows} keys {keys}");
-                assert!((splits - 1) * chunk < keys, "no empty split: rows {rows} keys {keys}");
-                assert!(rows * splits < TARGET_GROUPS + rows, "rows {rows} keys {keys}");
+        for target in [TARGET_GROUPS, TILED_TARGET_GROUPS] {
+            for (rows, align) in [(1, DECODE_TILE), (8, DECODE_TILE), (3, CHUNK_ALIGN), (8, CHUNK_ALIGN), (64, CHUNK_ALIGN), (300, CHUNK_ALIGN), (128, 16)] {
+                for keys in [1, 63, 64, 65, 200, 4096, 131072] {
+                    let (splits, chunk) = split_plan(target, rows, keys, align);
+                    assert_eq!(chunk % align, 0);
+                    assert!(splits * chunk >= keys, "rows {rows} keys {keys}");
+                    assert!((splits - 1) * chunk < keys, "no empty split: rows {rows} keys {keys}");
+                    assert!(rows * splits < target + rows, "rows {rows} keys {keys}");
+                }
             }
         }
     }
