@@ -31,6 +31,13 @@ pub struct KvCaches<'a> {
     pub f16: bool,
 }
 
+impl KvCaches<'_> {
+    /// The kv shader the kernels compose with for this cache type, and its name tag.
+    fn shader(&self) -> (&'static str, &'static str) {
+        if self.f16 { (shaders::KV_F16, "f16") } else { (shaders::KV_F32, "f32") }
+    }
+}
+
 /// 4-byte words a cache of `elems` elements takes (f16: two per word).
 pub fn cache_words(elems: usize, f16: bool) -> usize {
     if f16 { elems.div_ceil(2) } else { elems }
@@ -338,7 +345,7 @@ fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCach
         (vhd / 4).is_multiple_of(TILED_COL_GROUPS),
         vhd <= TILED_PREFETCH_MAX_VHD
     );
-    let (cache, ty) = if kv.f16 { (shaders::KV_F16, "f16") } else { (shaders::KV_F32, "f32") };
+    let (cache, ty) = kv.shader();
     let name = format!("attention_tiled/{ty}/hd{hd}/v{vhd}/r{rows}/k{kt}");
     let code = [header.as_str(), shaders::ATTENTION_TILED, shaders::ATTENTION_COMMON, cache];
     let (r, rw) = (Access::Read, Access::ReadWrite);
@@ -436,7 +443,7 @@ fn params(
 fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, groups: usize, prep: Option<&DecodePrep>) -> Result<()> {
     let (r, rw) = (Access::Read, Access::ReadWrite);
     let access = [r, r, r, rw];
-    let (cache, ty) = if kv.f16 { (shaders::KV_F16, "f16") } else { (shaders::KV_F32, "f32") };
+    let (cache, ty) = kv.shader();
     let buffers = [q, kv.k, kv.v, out];
     if p.n_tokens == 1 {
         // Shapes as constants, so the kernel's loops unroll (one kernel per head shape).
