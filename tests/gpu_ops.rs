@@ -290,10 +290,15 @@ fn attention_matches_cpu_on(k: &Kernels) {
 /// cache row: K and V as the CPU norms them, to the RoPE test's 1e-5 of the row's scale
 /// (f32: a device's division and sine are a few ulp off, at angles up to ~1e3 rad here),
 /// or within one f16 step (f16 cache: the rounding boundary can fall between the two f32
-/// results); every other cache element untouched.
+/// results); every other cache element untouched. Split cases run with the kernel merging
+/// its splits (whose arrival counters must return to 0 for the next case) and with an
+/// attention_merge dispatch.
 #[test]
 fn attention_decode_prep_matches_cpu() {
-    for k in reduction_variants() {
+    for mut k in reduction_variants() {
+        attention_decode_prep_matches_cpu_on(&k);
+        // The split partials merged by an attention_merge dispatch instead of in the kernel.
+        k.decode_merge = false;
         attention_decode_prep_matches_cpu_on(&k);
     }
 }

@@ -11,6 +11,8 @@
 // dispatch per layer). load_q fills q_s; new_kv returns where the keys read from the
 // caches end: before the new position when it prepared that key's K and V itself, which
 // fresh_key then adds after the cached keys (the loops over the caches stay as they are).
+// finish(th, lid) runs after the store: attention_decode_merge.wgsl's merge of the
+// row's splits by the last of them, or nothing (defined in the header).
 //
 // Every loop has a constant trip count, so each can unroll and issue all its loads before
 // the first is used; keys past the range read the range's last key again and weigh 0.
@@ -103,4 +105,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
 
     store(g, th, lid, m, l, &acc);
+    finish(th, lid);
 }

@@ -114,7 +114,7 @@ pub fn attention(
         return tiled(k, b, p, q, kv, out, out_off, shape, false);
     }
     p.out_off = u32_of(out_off, "attention out_off")?;
-    run(k, b, p, q, kv, out, n_tokens * n_heads, None)
+    run(k, b, p, q, kv, out, n_tokens * n_heads, None, None)
 }
 
 /// The new token's per-head work for `attention_decode`, with `rope::head_norm_rope`'s
@@ -247,12 +247,26 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
     let (splits, chunk) = split_plan(TARGET_GROUPS, rows, keys, if n_tokens == 1 { DECODE_TILE } else { CHUNK_ALIGN });
     p.out_off = u32_of(out_off, "attention out_off")?;
     if splits <= 1 {
-        return run(k, b, p, q, kv, out, rows, prep);
+        return run(k, b, p, q, kv, out, rows, prep, None);
     }
     let part = partials(k, rows, splits, v_head_dim)?;
-    (p.splits, p.chunk, p.out_off) = (splits as u32, chunk as u32, 0);
-    run(k, b, p, q, kv, &part, rows * splits, prep)?;
+    (p.splits, p.chunk) = (splits as u32, chunk as u32);
+    if prep.is_some() && decode_merges(k) {
+        // The kernel merges its own splits into `out` from `out_off`.
+        return run(k, b, p, q, kv, &part, rows * splits, prep, Some(out));
+    }
+    p.out_off = 0;
+    run(k, b, p, q, kv, &part, rows * splits, prep, None)?;
     merge(k, b, &part, out, out_off, rows, splits, v_head_dim)
+}
+
+/// Storage buffers attention_decode binds when it also merges its splits.
+const DECODE_MERGE_BUFFERS: u32 = DECODE_PREP_BUFFERS + 2;
+
+/// Whether `attention_decode` merges its splits itself (attention_decode_merge.wgsl):
+/// `Kernels::decode_merge`, on a device that binds enough storage buffers.
+fn decode_merges(k: &Kernels) -> bool {
+    k.decode_merge && k.gpu.limits.max_storage_buffers_per_shader_stage >= DECODE_MERGE_BUFFERS
 }
 
 /// Scratch for the partial states of `rows` query rows split `splits` ways
@@ -276,7 +290,7 @@ fn merge(k: &Kernels, b: &mut Batch, part: &wgpu::Buffer, out: &wgpu::Buffer, ou
     };
     let access = [Access::Read, Access::ReadWrite];
     let (red, tag) = super::reduce(k);
-    launch(k, b, &format!("attention_merge{tag}"), &[shaders::ATTENTION_MERGE, red[0], red[1]], &access, &[part, out], rows, |groups_x| MergeParams {
+    launch(k, b, &format!("attention_merge{tag}"), &[shaders::ATTENTION_MERGE, shaders::ATTENTION_MERGE_ROW, red[0], red[1]], &access, &[part, out], rows, |groups_x| MergeParams {
         groups_x,
         ..mp
     })
@@ -439,8 +453,11 @@ fn params(
     })
 }
 
+/// Record attention.wgsl (several tokens) or attention_decode.wgsl (one) over `groups`
+/// workgroups. With `merged`, attention_decode (with `prep`) writes its split partials to
+/// `out` and merges them into `merged` from `p.out_off` itself.
 #[allow(clippy::too_many_arguments)]
-fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, groups: usize, prep: Option<&DecodePrep>) -> Result<()> {
+fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, groups: usize, prep: Option<&DecodePrep>, merged: Option<&wgpu::Buffer>) -> Result<()> {
     let (r, rw) = (Access::Read, Access::ReadWrite);
     let access = [r, r, r, rw];
     let (cache, ty) = kv.shader();
@@ -448,23 +465,39 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
     if p.n_tokens == 1 {
         // Shapes as constants, so the kernel's loops unroll (one kernel per head shape).
         let (hd, vhd) = (p.head_dim as usize, p.v_head_dim as usize);
-        let header = format!("const HD4: u32 = {}u;\nconst VPER: u32 = {}u;\n", hd / 4, vhd.div_ceil(DECODE_WG));
+        let mut header = format!("const HD4: u32 = {}u;\nconst VPER: u32 = {}u;\n", hd / 4, vhd.div_ceil(DECODE_WG));
+        if merged.is_none() {
+            // The splits' partials go to attention_merge.wgsl: nothing to finish.
+            header += "fn finish(th: u32, lid: u32) {}\n";
+        }
         let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}");
         let Some(prep) = prep else {
             let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_LOAD];
             return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
         };
         let (red, tag) = super::reduce(k);
-        let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_PREP, shaders::SIN_COS, red[0], red[1]];
+        let mut code = vec![header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_PREP, shaders::SIN_COS, red[0], red[1]];
         let inv_freq = super::rope::inv_freq_table(k, hd, prep.base);
         let weight = |n: Option<Option<&wgpu::Buffer>>| n.flatten().unwrap_or(&k.dummy).clone();
         let (kn, vn) = prep.fresh.as_ref().map_or((&k.dummy, &k.dummy), |f| (f.k, f.v));
         let (wq, wk) = (weight(prep.q_norm), weight(prep.fresh.as_ref().and_then(|f| f.k_norm)));
-        let buffers = [q, kv.k, kv.v, out, &wq, &wk, &inv_freq, prep.factors.unwrap_or(&k.dummy), kn, vn];
+        let mut buffers = vec![q, kv.k, kv.v, out, &wq, &wk, &inv_freq, prep.factors.unwrap_or(&k.dummy), kn, vn];
         // The caches are writable here: the prep stores the new row. (Read-only bindings
         // elsewhere: on an H100 writable caches cost prefill attention ~10%.)
-        let access = [r, rw, rw, rw, r, r, r, r, r, r];
-        return launch(k, b, &format!("{name}/prep{tag}"), &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
+        let mut access = vec![r, rw, rw, rw, r, r, r, r, r, r];
+        let arrivals;
+        let mut name = format!("{name}/prep{tag}");
+        if let Some(merged) = merged {
+            // One arrival counter per query row, zero between dispatches.
+            let rows = p.n_tokens as usize * p.n_heads as usize;
+            check_fits("attention_decode merged out", &[(merged, p.out_off as usize + rows * vhd)])?;
+            arrivals = k.scratch("attention_decode/arrivals", (rows * 4) as u64);
+            code.extend([shaders::ATTENTION_MERGE_ROW, shaders::ATTENTION_DECODE_MERGE]);
+            buffers.extend([merged, &arrivals]);
+            access.extend([rw, rw]);
+            name += "/merge";
+        }
+        return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
     }
     // Heads per workgroup: as many of a KV head's query heads as divide its group, up to 4;
     // keys per tile (and invocations): ATTENTION_WG. H100 prefill attention per layer at

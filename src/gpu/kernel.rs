@@ -55,6 +55,10 @@ pub struct Kernels {
     /// shapes allow. `RULLAMA_NO_TILED_ATTENTION` clears it at start (per-token workgroups,
     /// `attention.wgsl`); tests compare both.
     pub tiled_attention: bool,
+    /// Decode attention merges its own key splits (the last split of a query row to finish
+    /// merges it) instead of an attention_merge dispatch. `RULLAMA_NO_DECODE_MERGE` clears
+    /// it at start; tests compare both.
+    pub decode_merge: bool,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -65,7 +69,8 @@ impl Kernels {
         let dummy = storage(&gpu, "dummy", 16);
         let (use_subgroups, use_coop) = (gpu.subgroups, gpu.coop);
         let tiled_attention = std::env::var_os("RULLAMA_NO_TILED_ATTENTION").is_none();
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, buffers: Mutex::new(HashMap::new()) }
+        let decode_merge = std::env::var_os("RULLAMA_NO_DECODE_MERGE").is_none();
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, decode_merge, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).

@@ -101,6 +101,8 @@ pub mod shaders {
     pub const KV_F32: &str = include_str!("../../shaders/attention/kv_f32.wgsl");
     pub const KV_F16: &str = include_str!("../../shaders/attention/kv_f16.wgsl");
     pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention/attention_merge.wgsl");
+    pub const ATTENTION_MERGE_ROW: &str = include_str!("../../shaders/attention/attention_merge_row.wgsl");
+    pub const ATTENTION_DECODE_MERGE: &str = include_str!("../../shaders/attention/attention_decode_merge.wgsl");
     pub const MOE_ROUTE: &str = include_str!("../../shaders/moe/moe_route.wgsl");
     pub const MOE_COMBINE: &str = include_str!("../../shaders/moe/moe_combine.wgsl");
     pub const TOP_K_CANDIDATES: &str = include_str!("../../shaders/sample/top_k_candidates.wgsl");

@@ -1,0 +1,40 @@
+// attention_decode.wgsl's `finish` when the kernel merges its own splits, instead of an
+// attention_merge.wgsl dispatch after it (in decode a dependent dispatch costs ~4 µs on an
+// H100 whatever it does). Each split stores its partial state as usual, then counts itself
+// in its row's arrival counter; the split that arrives last merges the row into `merged`
+// (from p.out_off) and sets the counter back to 0 for the next dispatch. No workgroup
+// waits for another, so this needs no guarantee that workgroups run concurrently.
+// Ordering: storageBarrier is a device-scope acquire-release fence on storage memory, so
+// the partial stores of every split happen before its counter increment, and the merging
+// workgroup's reads after its own increment see them.
+// Composed with attention_merge_row.wgsl and common/reduce*.wgsl.
+@group(0) @binding(11) var<storage, read_write> merged: array<f32>;
+@group(0) @binding(12) var<storage, read_write> arrivals: array<atomic<u32>>;
+
+var<workgroup> arrival: u32;
+
+fn merge_part(i: u32) -> f32 {
+    return out[i];
+}
+
+fn merge_out(i: u32, v: f32) {
+    merged[p.out_off + i] = v;
+}
+
+fn finish(th: u32, lid: u32) {
+    if (p.splits == 1u) {
+        return;
+    }
+    storageBarrier();
+    if (lid == 0u) {
+        arrival = atomicAdd(&arrivals[th], 1u);
+    }
+    if (workgroupUniformLoad(&arrival) != p.splits - 1u) {
+        return;
+    }
+    storageBarrier();
+    merge_row(th, p.splits, p.v_head_dim, lid);
+    if (lid == 0u) {
+        atomicStore(&arrivals[th], 0u);
+    }
+}
