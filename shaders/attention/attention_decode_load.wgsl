@@ -11,8 +11,10 @@ fn load_q(th: u32, lid: u32) {
     }
 }
 
-fn new_kv(sp: Span, lid: u32) -> u32 {
+fn cached_end(sp: Span) -> u32 {
     return sp.k1;
 }
+
+fn new_kv(sp: Span, lid: u32) {}
 
 fn fresh_key(lid: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, PER>>) {}

@@ -68,9 +68,16 @@ fn load_q(th: u32, lid: u32) {
     }
 }
 
-fn new_kv(sp: Span, lid: u32) -> u32 {
+fn cached_end(sp: Span) -> u32 {
     if ((p.k_flags & K_FRESH) == 0u || sp.k1 != p.pos0 + 1u) {
         return sp.k1;
+    }
+    return sp.k1 - 1u;
+}
+
+fn new_kv(sp: Span, lid: u32) {
+    if (cached_end(sp) == sp.k1) {
+        return;
     }
     // K: invocation j < half holds the RoPE pair (j, j + half); V: invocation i < vh the
     // neighbours (2i, 2i + 1), which pack together.
@@ -107,7 +114,6 @@ fn new_kv(sp: Span, lid: u32) -> u32 {
             }
         }
     }
-    return sp.k1 - 1u;
 }
 
 // The online-softmax step of attention_decode.wgsl for the new key alone.
