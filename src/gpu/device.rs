@@ -27,6 +27,8 @@ pub struct Gpu {
     /// Cooperative matrices (tensor cores) of 16x16x16 f16 -> f32 on subgroups of 32 may
     /// be used (`shaders/matmul/matmul_coop.wgsl`). `RULLAMA_NO_COOP` turns them off.
     pub coop: bool,
+    /// Storage may be declared `@coherent`.
+    pub coherent: bool,
     /// The first validation error the device reported since it was last taken.
     errors: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -113,6 +115,12 @@ impl Gpu {
         if coop {
             required |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         }
+        // `@coherent` storage (loads that skip a per-SM cache) for data that workgroups of
+        // one dispatch hand each other (see gpu::chain).
+        let coherent = features.contains(wgpu::Features::MEMORY_DECORATION_COHERENT);
+        if coherent {
+            required |= wgpu::Features::MEMORY_DECORATION_COHERENT;
+        }
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rullama"),
@@ -147,7 +155,7 @@ impl Gpu {
                 limits.max_compute_workgroup_storage_size >> 10,
             );
         }
-        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, subgroups_32, timestamps, coop, errors })
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, subgroups_32, timestamps, coop, coherent, errors })
     }
 
     /// The first error the device reported since the last call, if any.
