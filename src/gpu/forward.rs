@@ -660,11 +660,6 @@ impl GpuModel {
         cancel: Option<&AtomicBool>,
     ) -> Result<Batch> {
         let c = &self.cfg;
-        // Decode: runs of dependent matvecs go out as chained dispatches (gpu::chain).
-        let chain = n == 1 && cancel.is_none();
-        if chain {
-            b.begin_chain(&self.k);
-        }
         matmul::embed(&self.k, &mut b, &self.token_embd, ids, ids_off, n, c.embed_scale, &cache.s.x, 0)?;
         self.per_layer_inputs(&mut b, cache, ids, ids_off, n)?;
         let mut r = Residual::new(&cache.s.x, &cache.s.x2, self.fold_residual, n, c.hidden, c.eps);
@@ -693,9 +688,6 @@ impl GpuModel {
         }
         // The head reads the final norm from s.y.
         r.flush(&self.k, &mut b, Some((&cache.s.y, &self.output_norm)))?;
-        if chain {
-            b.end_chain(&self.k)?;
-        }
         Ok(b)
     }
 

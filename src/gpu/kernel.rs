@@ -26,8 +26,6 @@ pub struct Kernel {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
     n_buffers: usize,
-    /// Set for kernels that may run as a stage of a chained dispatch (`super::chain`).
-    form: Option<super::chain::Form>,
 }
 
 /// WGSL source of a kernel, assembled from shader files.
@@ -36,21 +34,6 @@ pub struct KernelSource {
     pub code: String,
     pub entry: &'static str,
     pub buffers: Vec<Access>,
-}
-
-/// A kernel's source and, for a chainable one, its form as a chain stage.
-pub struct Staged(KernelSource, Option<super::chain::Form>);
-
-impl From<KernelSource> for Staged {
-    fn from(s: KernelSource) -> Staged {
-        Staged(s, None)
-    }
-}
-
-impl From<(KernelSource, Option<super::chain::Form>)> for Staged {
-    fn from((s, f): (KernelSource, Option<super::chain::Form>)) -> Staged {
-        Staged(s, f)
-    }
 }
 
 /// Parameter slot size: the strictest `min_uniform_buffer_offset_alignment` in practice.
@@ -76,10 +59,6 @@ pub struct Kernels {
     /// merges it) instead of an attention_merge dispatch. `RULLAMA_NO_DECODE_MERGE` clears
     /// it at start; tests compare both.
     pub decode_merge: bool,
-    /// Kernels opted in with `get_chainable` may run as stages of one chained dispatch
-    /// between `Batch::begin_chain` and `end_chain` (`super::chain`). Needs `@coherent`
-    /// storage; `RULLAMA_NO_CHAIN` clears it at start; tests compare both.
-    pub chain: bool,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -91,8 +70,7 @@ impl Kernels {
         let (use_subgroups, use_coop) = (gpu.subgroups, gpu.coop);
         let tiled_attention = std::env::var_os("RULLAMA_NO_TILED_ATTENTION").is_none();
         let decode_merge = std::env::var_os("RULLAMA_NO_DECODE_MERGE").is_none();
-        let chain = gpu.coherent && std::env::var_os("RULLAMA_NO_CHAIN").is_none();
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, decode_merge, chain, buffers: Mutex::new(HashMap::new()) }
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, decode_merge, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).
@@ -115,31 +93,14 @@ impl Kernels {
         }
     }
 
-    /// The kernel cached under `key`, if it was compiled.
-    pub fn cached(&self, key: &str) -> Option<Arc<Kernel>> {
-        self.cache.lock().expect("kernel cache lock").get(key).cloned()
-    }
-
     /// The kernel cached under `key`, compiling `build()` on first use.
-    pub fn get<S: Into<Staged>>(&self, key: &str, build: impl FnOnce() -> S) -> Result<Arc<Kernel>> {
+    pub fn get(&self, key: &str, build: impl FnOnce() -> KernelSource) -> Result<Arc<Kernel>> {
         if let Some(k) = self.cache.lock().expect("kernel cache lock").get(key) {
             return Ok(k.clone());
         }
-        let Staged(src, form) = build().into();
-        let mut kernel = self.compile(src)?;
-        kernel.form = form;
-        let k = Arc::new(kernel);
+        let k = Arc::new(self.compile(build())?);
         self.cache.lock().expect("kernel cache lock").insert(key.to_string(), k.clone());
         Ok(k)
-    }
-
-    /// `get` for a kernel that may also run as a stage of a chained dispatch.
-    pub fn get_chainable(&self, key: &str, build: impl FnOnce() -> KernelSource) -> Result<Arc<Kernel>> {
-        self.get(key, || {
-            let src = build();
-            let form = super::chain::form(&src.code, src.entry, &src.buffers);
-            (src, form)
-        })
     }
 
     fn compile(&self, src: KernelSource) -> Result<Kernel> {
@@ -191,7 +152,7 @@ impl Kernels {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("kernel {} does not compile: {e}", src.name)));
         }
-        Ok(Kernel { name: src.name, pipeline, layout, n_buffers: src.buffers.len(), form: None })
+        Ok(Kernel { name: src.name, pipeline, layout, n_buffers: src.buffers.len() })
     }
 }
 
@@ -241,36 +202,8 @@ struct Dispatch {
     grid: [u32; 3],
 }
 
-/// Most parameter bytes of one chain (four slots: twelve matvecs).
-const CHAIN_PARAMS: u64 = 4 * PARAM_SLOT;
-
-/// A dispatch gathered for a chain, not yet made.
-struct Stage {
-    kernel: Arc<Kernel>,
-    buffers: Vec<wgpu::Buffer>,
-    params: Vec<u8>,
-    grid: [u32; 3],
-}
-
-/// Whether `s` may join the chain `stages`: same workgroup size, and the chain's
-/// parameters, bindings and workgroups stay within one dispatch's limits.
-fn stage_fits(gpu: &Gpu, stages: &[Stage], s: &Stage) -> bool {
-    use super::chain::{MAX_STAGES, param_span};
-    let wg = |s: &Stage| s.kernel.form.as_ref().map(|f| f.wg);
-    let params: usize = stages.iter().chain([s]).map(|s| param_span(s.params.len())).sum();
-    let bindings: usize = 1 + stages.iter().chain([s]).map(|s| s.buffers.len()).sum::<usize>();
-    let groups: u64 = stages.iter().chain([s]).map(|s| (s.grid[0] * s.grid[1]) as u64).sum();
-    stages.len() < MAX_STAGES
-        && stages.iter().all(|t| wg(t) == wg(s))
-        && params as u64 <= CHAIN_PARAMS
-        && bindings as u32 <= gpu.limits.max_storage_buffers_per_shader_stage
-        && groups <= gpu.limits.max_compute_workgroups_per_dimension as u64
-}
-
 enum Step {
     Dispatch(Dispatch),
-    /// Stages gathered between `begin_chain` and `end_chain`.
-    Chain(Vec<Stage>),
     Copy { src: wgpu::Buffer, src_off: u64, dst: wgpu::Buffer, dst_off: u64, bytes: u64 },
 }
 
@@ -316,8 +249,6 @@ pub struct Batch {
     /// The uniform buffer is sized ahead so bind groups can be made while recording.
     param_capacity: u64,
     reuse: Option<Arc<std::sync::Mutex<Reuse>>>,
-    /// Between `begin_chain` and `end_chain`.
-    chaining: bool,
 }
 
 impl Batch {
@@ -325,7 +256,7 @@ impl Batch {
     pub fn new(gpu: Arc<Gpu>, max_dispatches: usize) -> Batch {
         let cap = (max_dispatches.max(1) as u64) * PARAM_SLOT;
         let buf = param_buffer(&gpu, cap);
-        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: None, chaining: false }
+        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: None }
     }
 
     /// A batch that takes its parameter buffer and bind groups from `reuse`.
@@ -335,12 +266,10 @@ impl Batch {
         r.next = (r.next + 1) % r.params.len();
         let cap = r.capacity;
         drop(r);
-        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: Some(reuse.clone()), chaining: false }
+        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: Some(reuse.clone()) }
     }
 
     /// Record one dispatch of `k` over `grid` workgroups with `buffers` at bindings 1...
-    /// Between `begin_chain` and `end_chain`, consecutive dispatches of chainable kernels
-    /// are gathered into one chained dispatch instead.
     pub fn dispatch<P: bytemuck::Pod>(&mut self, k: &Arc<Kernel>, buffers: &[&wgpu::Buffer], params: &P, grid: [u32; 3]) -> Result<()> {
         if buffers.len() != k.n_buffers {
             return Err(Error::Gpu(format!("kernel {} takes {} buffers, got {}", k.name, k.n_buffers, buffers.len())));
@@ -349,51 +278,26 @@ impl Batch {
         if bytes.len() as u64 > PARAM_SLOT {
             return Err(Error::Gpu(format!("kernel {}: parameters larger than {PARAM_SLOT} bytes", k.name)));
         }
+        let offset = self.params.len() as u64;
+        if offset + PARAM_SLOT > self.param_capacity {
+            return Err(Error::Gpu(format!("batch holds at most {} dispatches", self.param_capacity / PARAM_SLOT)));
+        }
         let max_grid = self.gpu.limits.max_compute_workgroups_per_dimension;
         if grid.iter().any(|&g| g > max_grid) {
             return Err(Error::Gpu(format!("kernel {}: grid {grid:?} exceeds {max_grid} workgroups per dimension", k.name)));
         }
-        if self.chaining && k.form.is_some() && grid[2] == 1 {
-            if grid.iter().any(|&g| g == 0) {
-                return Ok(());
-            }
-            let stage = Stage { kernel: k.clone(), buffers: buffers.iter().map(|&b| b.clone()).collect(), params: bytes.to_vec(), grid };
-            if let Some(Step::Chain(stages)) = self.steps.last_mut()
-                && stage_fits(&self.gpu, stages, &stage)
-            {
-                stages.push(stage);
-            } else {
-                self.steps.push(Step::Chain(vec![stage]));
-            }
-            return Ok(());
-        }
-        let d = self.make_dispatch(k, buffers, bytes, grid)?;
-        if grid.iter().all(|&g| g > 0) {
-            self.steps.push(Step::Dispatch(d));
-        }
-        Ok(())
-    }
-
-    /// Take a parameter slot for `bytes` and make (or reuse) the bind group.
-    fn make_dispatch(&mut self, k: &Arc<Kernel>, buffers: &[&wgpu::Buffer], bytes: &[u8], grid: [u32; 3]) -> Result<Dispatch> {
-        // A chain's parameters may take several slots; one binding covers them.
-        let span = (bytes.len() as u64).div_ceil(PARAM_SLOT).max(1) * PARAM_SLOT;
-        let offset = self.params.len() as u64;
-        if offset + span > self.param_capacity {
-            return Err(Error::Gpu(format!("batch holds at most {} dispatches", self.param_capacity / PARAM_SLOT)));
-        }
         self.params.extend_from_slice(bytes);
-        self.params.resize((offset + span) as usize, 0);
+        self.params.resize((offset + PARAM_SLOT) as usize, 0);
         let param_buf = self.param_buf.as_ref().expect("param buffer exists until submit");
         let make = || {
             let mut entries = vec![wgpu::BindGroupEntry {
-                binding: 0,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: param_buf,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(span),
-                }),
-            }];
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: param_buf,
+                offset: 0,
+                size: wgpu::BufferSize::new(PARAM_SLOT),
+            }),
+        }];
             for (i, b) in buffers.iter().enumerate() {
                 entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
             }
@@ -406,87 +310,10 @@ impl Batch {
                 r.lock().expect("reuse lock").binds.entry(key).or_insert_with(make).clone()
             }
         };
-        Ok(Dispatch { kernel: k.clone(), bind, param_offset: offset as u32, grid })
-    }
-
-    /// Dispatches and copies recorded so far (a gathered chain counts once).
-    pub fn steps(&self) -> usize {
-        self.steps.len()
-    }
-
-    /// From here on, gather consecutive dispatches of chainable kernels into chains
-    /// (when `k.chain` allows; see `super::chain`).
-    pub fn begin_chain(&mut self, k: &Kernels) {
-        self.chaining = k.chain;
-    }
-
-    /// Stop gathering and turn every gathered chain into its dispatch.
-    pub fn end_chain(&mut self, k: &Kernels) -> Result<()> {
-        self.chaining = false;
-        for i in 0..self.steps.len() {
-            if let Step::Chain(stages) = &mut self.steps[i] {
-                let stages = std::mem::take(stages);
-                let d = self.chain_dispatch(k, stages)?;
-                self.steps[i] = Step::Dispatch(d);
-            }
+        if grid.iter().all(|&g| g > 0) {
+            self.steps.push(Step::Dispatch(Dispatch { kernel: k.clone(), bind, param_offset: offset as u32, grid }));
         }
         Ok(())
-    }
-
-    fn chain_dispatch(&mut self, k: &Kernels, stages: Vec<Stage>) -> Result<Dispatch> {
-        use super::chain;
-        if let [s] = stages.as_slice() {
-            let buffers: Vec<&wgpu::Buffer> = s.buffers.iter().collect();
-            return self.make_dispatch(&s.kernel, &buffers, &s.params, s.grid);
-        }
-        // A buffer some stage writes is shared: read-write and coherent wherever bound.
-        let mut written = std::collections::HashSet::new();
-        for s in &stages {
-            let form = s.kernel.form.as_ref().expect("chain stages are chainable");
-            for (b, a) in s.buffers.iter().zip(&form.buffers) {
-                if *a == Access::ReadWrite {
-                    written.insert(b.clone());
-                }
-            }
-        }
-        let specs: Vec<chain::StageSpec> = stages
-            .iter()
-            .map(|s| chain::StageSpec {
-                name: &s.kernel.name,
-                form: s.kernel.form.as_ref().expect("chain stages are chainable"),
-                grid: [s.grid[0], s.grid[1]],
-                param_bytes: s.params.len(),
-                shared: s.buffers.iter().map(|b| written.contains(b)).collect(),
-            })
-            .collect();
-        let key = specs
-            .iter()
-            .map(|s| {
-                let mask: String = s.shared.iter().map(|&w| if w { '1' } else { '0' }).collect();
-                format!("{}@{}x{}p{}m{mask}", s.name, s.grid[0], s.grid[1], s.param_bytes)
-            })
-            .collect::<Vec<_>>()
-            .join(";");
-        let key = format!("chain[{key}]");
-        let kernel = match k.cached(&key) {
-            Some(kern) => kern,
-            None => {
-                let (code, buffers) = chain::compose(&specs)?;
-                k.get(&key, || KernelSource { name: key.clone(), code, entry: "chain_main", buffers })?
-            }
-        };
-        let mut params = Vec::with_capacity(PARAM_SLOT as usize);
-        for s in &stages {
-            params.extend_from_slice(&s.params);
-            params.resize(params.len() + chain::param_span(s.params.len()) - s.params.len(), 0);
-        }
-        let ctr = k.scratch("chain/counters", (chain::COUNTER_WORDS * 4) as u64);
-        let mut buffers: Vec<&wgpu::Buffer> = vec![&ctr];
-        for s in &stages {
-            buffers.extend(s.buffers.iter());
-        }
-        let total: u32 = stages.iter().map(|s| s.grid[0] * s.grid[1]).sum();
-        self.make_dispatch(&kernel, &buffers, &params, [total, 1, 1])
     }
 
     /// Record a buffer-to-buffer copy (bytes, 4-aligned).
@@ -503,9 +330,6 @@ impl Batch {
 
     /// `submit`, returning the submission's index (to wait for it alone).
     pub fn submit_indexed(mut self) -> Result<wgpu::SubmissionIndex> {
-        if self.steps.iter().any(|s| matches!(s, Step::Chain(_))) {
-            return Err(Error::Gpu("batch submitted inside a chain (begin_chain without end_chain)".into()));
-        }
         let gpu = self.gpu.clone();
         let param_buf = self.param_buf.take().expect("param buffer");
         if !self.params.is_empty() {
@@ -523,7 +347,6 @@ impl Batch {
                     enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes);
                     i += 1;
                 }
-                Step::Chain(_) => unreachable!("chains are made into dispatches before submission"),
                 Step::Dispatch(_) => {
                     let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
                     while let Some(Step::Dispatch(d)) = self.steps.get(i) {
@@ -570,7 +393,6 @@ fn record_time(name: &str, dt: std::time::Duration) {
 fn step_name(step: &Step) -> &str {
     match step {
         Step::Copy { .. } => "copy",
-        Step::Chain(_) => "chain",
         Step::Dispatch(d) => &d.kernel.name,
     }
 }
@@ -578,7 +400,6 @@ fn step_name(step: &Step) -> &str {
 fn encode_step(enc: &mut wgpu::CommandEncoder, step: &Step, timestamps: Option<wgpu::ComputePassTimestampWrites>) {
     match step {
         Step::Copy { src, src_off, dst, dst_off, bytes } => enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes),
-        Step::Chain(_) => unreachable!("chains are made into dispatches before submission"),
         Step::Dispatch(d) => {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: timestamps });
             pass.set_pipeline(&d.kernel.pipeline);

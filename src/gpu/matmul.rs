@@ -458,7 +458,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let (wg_reduce, tag) = super::reduce(k);
     let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}{tag}", w.ty, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
-    let kernel = k.get_chainable(&name, || {
+    let kernel = k.get(&name, || {
         let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];

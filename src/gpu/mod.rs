@@ -4,7 +4,6 @@
 //! (matmul family: tests/gpu_matmul.rs).
 
 pub mod attention;
-pub mod chain;
 pub mod device;
 pub mod elementwise;
 pub mod kernel;
