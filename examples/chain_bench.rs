@@ -98,8 +98,8 @@ fn main() -> rullama::Result<()> {
     println!("adapter: {} ({:?})", k.gpu.info.name, k.gpu.info.backend);
     let kern = k.get("bench/chain", || KernelSource { name: "bench/chain".into(), code: CODE.into(), entry: "main", buffers: vec![Access::ReadWrite, Access::ReadWrite] })?;
     let init: Vec<f32> = (0..2 * N).map(|i| (i % 3) as f32).collect();
-    for stages in [16u32, 64] {
-        for per in [8u32, 32, 128] {
+    for stages in [16u32] {
+        for per in [8u32, 32, 128, 256, 512, 1024] {
             let ctr = kernel::upload(&k.gpu, "ctr", bytemuck::cast_slice(&vec![0u32; stages as usize + 4]));
             let mut results = Vec::new();
             for chain in [false, true] {
