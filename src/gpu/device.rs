@@ -115,8 +115,8 @@ impl Gpu {
         if coop {
             required |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         }
-        // `@coherent` storage (loads that skip a per-SM cache) for data that workgroups of
-        // one dispatch hand each other (see gpu::chain).
+        // `@coherent` storage (loads that skip a per-SM cache), for data that workgroups of
+        // one dispatch hand each other (examples/chain_bench.rs).
         let coherent = features.contains(wgpu::Features::MEMORY_DECORATION_COHERENT);
         if coherent {
             required |= wgpu::Features::MEMORY_DECORATION_COHERENT;
