@@ -405,6 +405,41 @@ fn matvec_gelu_mul_matches_cpu() {
     }
 }
 
+/// A folded matvec over enough rows that each subgroup takes two (E2B's [gate; up]: 48
+/// Q4_K chunks a row), plain and as [gate; up] with GeGLU, both reduction variants, with
+/// rows that leave the last workgroup part-filled, against the CPU ops it replaces.
+#[test]
+fn folded_matvec_of_many_rows_matches_cpu() {
+    use rullama::gpu::matmul::{ResidualIn, matvec_geglu, matvec_input};
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let (ty, cols, f, eps) = (GgmlType::Q4_K, 1536, 2051, 1e-6);
+    let gate = random_matrix(&mut rng, ty, cols, f);
+    let upw = random_matrix(&mut rng, ty, cols, f);
+    let stacked: Vec<u8> = gate.iter().chain(&upw).copied().collect();
+    let (a, x, post, pre) = (rand_vec(&mut rng, cols), rand_vec(&mut rng, cols), rand_vec(&mut rng, cols), rand_vec(&mut rng, cols));
+    let mut input = x.clone();
+    ops::rms_norm_to(&a, &mut input, cols, Some(&post), eps, true);
+    ops::rms_norm(&mut input, cols, Some(&pre), eps);
+    let all = ops::matmul(&input, 1, &QMatrix::new(ty, cols, 2 * f, &stacked).unwrap()).unwrap();
+    let mut geglu = all[..f].to_vec();
+    ops::geglu(&mut geglu, &all[f..]);
+    for k in variants() {
+        let (ab, xb, postb, preb) = (up(&k, &a), up(&k, &x), up(&k, &post), up(&k, &pre));
+        let xo = up(&k, &vec![0.0; cols]);
+        let r = ResidualIn { a: (&ab, 0), x_in: (&xb, 0), x_out: (&xo, 0), post: &postb, pre: Some(&preb), scale: 1.0, eps };
+        let plain = GpuMatrix::upload(&k, "w", ty, cols, 2 * f, &stacked).unwrap();
+        let got = run(&k, 2 * f, |b, y| matvec_input(&k, b, &plain, MatvecIn::Residual(r), y, 0).unwrap());
+        assert_eq!(got[2 * f], SENTINEL, "writes outside y");
+        let e = max_rel(&got[..2 * f], &all);
+        assert!(e < 2.0 * TOL, "plain {}: rel err {e}", variant_name(&k));
+        let w = GpuMatrix::upload_stacked(&k, "gate_up", ty, cols, 2 * f, 2 * f, &stacked).unwrap();
+        let got = run(&k, f, |b, y| matvec_geglu(&k, b, &w, MatvecIn::Residual(r), y, 0).unwrap());
+        assert_eq!(got[f], SENTINEL, "writes outside y");
+        let e = max_rel(&got[..f], &geglu);
+        assert!(e < 2.0 * TOL, "geglu {}: rel err {e}", variant_name(&k));
+    }
+}
+
 /// A matvec that folds in the residual step before it (`ResidualIn`) against the CPU ops
 /// it replaces: `x' = (x + rms_norm(a; post)) · scale`, then the matmul of `rms_norm(x';
 /// pre)` (or of x' itself), with x' stored to its own buffer. Every type, both reduction

@@ -151,6 +151,16 @@ fn matvec_tpr(chunks: usize) -> usize {
 /// Chunks each invocation of a row aims to take (see `matvec_tpr`).
 const MATVEC_STEPS: usize = 6;
 
+/// From this many rows, a matvec that folds in the residual step (which every workgroup
+/// redoes) gives each subgroup two rows (16 invocations per row) when they cover a row in
+/// at most 3 chunk steps: half the workgroups redo the step, and no lane idles on E2B's
+/// 48-chunk rows (32 per row leave a quarter of the steps empty). H100 decode, three
+/// alternated runs (tok/s): Gemma 4 E2B layout ([gate; up], 12288 rows of 48 Q4_K chunks)
+/// 294.7-295.8 -> 311.4-312.4; 306.6-312.2 with every folded matvec at 16. The 270M
+/// layout's [gate; up] (4096 rows of 80 Q5_0 chunks, 5 steps at 16) lost 1,149-1,161 ->
+/// 1,069-1,127, as every 270M matvec did at 16 (1,047-1,077), so it keeps 32.
+const FOLDED_PAIR_ROWS: usize = 4096;
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct EmbedParams {
@@ -449,7 +459,10 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 #[allow(clippy::too_many_arguments)]
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
     let chunks = w.cols / matvec_chunk(w.ty);
-    let tpr = matvec_tpr(chunks);
+    let tpr = match input {
+        MatvecIn::Residual(_) if w.rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16 => 16,
+        _ => matvec_tpr(chunks),
+    };
     let cpt = chunks.div_ceil(tpr);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
     let sg = k.use_subgroups && k.gpu.subgroups_32;
