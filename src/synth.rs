@@ -152,7 +152,7 @@ pub fn random_blocks(ty: GgmlType, out: &mut [u8], seed: u64) {
 fn q4_k_m_type(cols: usize, layer: usize, layers: usize, more_bits: bool) -> GgmlType {
     let eighth = layers / 8;
     let use_more = more_bits && (layer < eighth || layer >= layers - eighth || (layer - eighth) % 3 == 2);
-    match (cols % 256 == 0, use_more) {
+    match (cols.is_multiple_of(256), use_more) {
         (true, true) => GgmlType::Q6_K,
         (true, false) => GgmlType::Q4_K,
         (false, true) => GgmlType::Q8_0,
@@ -165,7 +165,7 @@ pub fn write(p: &Preset, path: &Path) -> Result<()> {
     let mut w = GgufWriter::new();
     let a = p.arch;
     let key = |k: &str| format!("{a}.{k}");
-    let is_global = |i: usize| (i + 1) % p.pattern == 0;
+    let is_global = |i: usize| (i + 1).is_multiple_of(p.pattern);
     let first_shared = p.layers - p.shared_kv;
     w.set_str("general.architecture", a)
         .set_str("general.name", &format!("synthetic {a} {}", p.name))

@@ -663,8 +663,8 @@ fn head_norm_rope_matches_cpu_ops_on(k: &Kernels) {
         let (qb, kb, vb, wqb, wkb, fb) = (up(k, &q), up(k, &kk), up(k, &v), up(k, &wq), up(k, &wk), up(k, &factors));
         let mut b = batch(k);
         let qg = HeadGroup { buf: &qb, off: qo, heads: nh, dim: hd, norm: Some(q_weighted.then_some(&wqb)), rope: true, f16_out: None };
-        let kg = with_k.then(|| HeadGroup { buf: &kb, off: ko, heads: kvh, dim: hd, norm: Some(Some(&wkb)), rope: true, f16_out: None });
-        let vg = (with_k && v_norm).then(|| HeadGroup { buf: &vb, off: vo, heads: kvh, dim: vhd, norm: Some(None), rope: false, f16_out: None });
+        let kg = with_k.then_some(HeadGroup { buf: &kb, off: ko, heads: kvh, dim: hd, norm: Some(Some(&wkb)), rope: true, f16_out: None });
+        let vg = (with_k && v_norm).then_some(HeadGroup { buf: &vb, off: vo, heads: kvh, dim: vhd, norm: Some(None), rope: false, f16_out: None });
         let f = with_factors.then_some(&fb);
         head_norm_rope(k, &mut b, qg, kg, vg, n, pos0, eps, base, f, scale).unwrap();
         b.submit().unwrap();

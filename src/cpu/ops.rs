@@ -56,7 +56,7 @@ pub fn rope_inv_freq(base: f32, head_dim: usize, j: usize) -> f32 {
 
 /// GELU, tanh approximation (`gelu_pytorch_tanh`).
 pub fn gelu_tanh(x: f32) -> f32 {
-    const K: f32 = 0.797_884_56; // sqrt(2/pi)
+    const K: f32 = 0.797_884_6; // sqrt(2/pi)
     0.5 * x * (1.0 + (K * (x + 0.044_715 * x * x * x)).tanh())
 }
 
@@ -208,7 +208,7 @@ pub struct QMatrix<'a> {
 
 impl<'a> QMatrix<'a> {
     pub fn new(ty: GgmlType, cols: usize, rows: usize, data: &'a [u8]) -> Result<Self> {
-        let need = ty.bytes_for((cols * rows) as u64).filter(|_| cols % ty.block_elems() == 0);
+        let need = ty.bytes_for((cols * rows) as u64).filter(|_| cols.is_multiple_of(ty.block_elems()));
         if need != Some(data.len() as u64) {
             return Err(Error::Input(format!("{ty} matrix {rows}x{cols} does not match {} bytes", data.len())));
         }

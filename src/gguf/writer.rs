@@ -13,8 +13,11 @@ use crate::{Error, Result};
 /// are streamed to disk without being held in memory).
 enum TensorData {
     Bytes(Vec<u8>),
-    Generated { len: usize, fill: Box<dyn Fn(&mut [u8])> },
+    Generated { len: usize, fill: Fill },
 }
+
+/// Writes a generated tensor's bytes into the slice it is given.
+type Fill = Box<dyn Fn(&mut [u8])>;
 
 impl TensorData {
     fn len(&self) -> usize {

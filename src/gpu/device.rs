@@ -165,7 +165,7 @@ impl Gpu {
 
     /// Largest storage binding, in bytes.
     pub fn max_binding(&self) -> u64 {
-        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
     }
 
     /// Block until the submission `index` (and all before it) is done.

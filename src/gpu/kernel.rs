@@ -476,7 +476,7 @@ impl Batch {
 /// Per-kernel totals gathered under `RULLAMA_PROFILE=kernels`, slowest first.
 pub fn kernel_profile_report() -> String {
     let mut times = KERNEL_TIMES.lock().expect("profile lock").clone();
-    times.sort_by(|a, b| b.2.cmp(&a.2));
+    times.sort_by_key(|t| std::cmp::Reverse(t.2));
     times
         .iter()
         .map(|(n, c, t)| format!("{:>10.3} ms {:>7} × {:>9.1} µs  {n}", t.as_secs_f64() * 1e3, c, t.as_secs_f64() * 1e6 / *c as f64))

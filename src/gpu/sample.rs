@@ -115,6 +115,7 @@ pub const PENALTY_RING: usize = 1024;
 /// of the ring `hist` (logical index i at element i % PENALTY_RING; `window` ≤ the ring and
 /// ≤ `end`). Same rule as `runtime::sampler::apply_repeat_penalty`, positive logits within
 /// 1 ulp (multiplied by the reciprocal: GPU division need not be correctly rounded).
+#[allow(clippy::too_many_arguments)]
 pub fn repeat_penalty(k: &Kernels, b: &mut Batch, logits: &wgpu::Buffer, vocab: usize, hist: &wgpu::Buffer, end: usize, window: usize, penalty: f32) -> Result<()> {
     if window > PENALTY_RING || window > end {
         return Err(Error::Input(format!("repeat_penalty: a window of {window} over {end} tokens (ring {PENALTY_RING})")));

@@ -39,6 +39,8 @@ pub enum LoadedModel {
     Gpu(GpuModel),
 }
 
+// One per conversation, so the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Cache {
     Cpu(KvCache),
     Gpu(GpuCache),

@@ -103,7 +103,7 @@ pub fn list(store: &StoreOptions, as_json: bool) -> Result<()> {
         println!("Pull one with `ollama pull gemma4:e2b`, or add a GGUF with `rullama import FILE`.");
         return Ok(());
     }
-    println!("{:<32} {:<8} {:>7} {:<8} {:>9} {:>8}  {}", "NAME", "FAMILY", "PARAMS", "QUANT", "SIZE", "CONTEXT", "CAPABILITIES");
+    println!("{:<32} {:<8} {:>7} {:<8} {:>9} {:>8}  CAPABILITIES", "NAME", "FAMILY", "PARAMS", "QUANT", "SIZE", "CONTEXT");
     for e in c.entries() {
         let dash = || "-".to_string();
         let caps = if e.status.is_ok() { e.capabilities.join(",") } else { format!("BROKEN: {}", e.status) };
@@ -145,7 +145,7 @@ pub fn info(store: &StoreOptions, model: &str, as_json: bool) -> Result<()> {
             None => census.push((t.ty, 1, t.n_bytes)),
         }
     }
-    census.sort_by(|a, b| b.2.cmp(&a.2));
+    census.sort_by_key(|c| std::cmp::Reverse(c.2));
     let layers: Vec<LayerRow> = cfg
         .as_ref()
         .map(|c| {
