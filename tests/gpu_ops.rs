@@ -296,6 +296,9 @@ fn attention_matches_cpu_on(k: &Kernels) {
 #[test]
 fn attention_decode_prep_matches_cpu() {
     for mut k in reduction_variants() {
+        // The kernel merges its splits only with @coherent storage; without it this would
+        // test the attention_merge dispatch twice.
+        assert!(k.gpu.coherent, "the device offers no @coherent storage");
         attention_decode_prep_matches_cpu_on(&k);
         // The split partials merged by an attention_merge dispatch instead of in the kernel.
         k.decode_merge = false;

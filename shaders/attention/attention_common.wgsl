@@ -39,8 +39,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 // Bindings 2 and 3 are the K and V caches (`kc`, `vc`), which each kernel declares with the
 // access it needs; their element types and readers k4 / v1 come from kv_f32.wgsl or
-// kv_f16.wgsl.
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+// kv_f16.wgsl. Binding 4 is the output `out` (f32): attention_out.wgsl, or
+// attention_decode_merge.wgsl's coherent one where workgroups read each other's partials.
 
 // Workgroup g's query row th (token * n_heads + head), its KV head and its keys [k0, k1).
 struct Span {

@@ -6,8 +6,13 @@
 // waits for another, so this needs no guarantee that workgroups run concurrently.
 // Ordering: storageBarrier is a device-scope acquire-release fence on storage memory, so
 // the partial stores of every split happen before its counter increment, and the merging
-// workgroup's reads after its own increment see them.
+// workgroup's reads after its own increment see them. Visibility: `out` (the partials) is
+// coherent, so those reads skip the SM's own cache. Without it an H100 can serve a line
+// that SM cached earlier in the dispatch (another row's merge reads the line two rows'
+// partials share) before the last split wrote it: examples/chain_bench.rs read stale
+// data that way.
 // Composed with attention_merge_row.wgsl and common/reduce*.wgsl.
+@group(0) @binding(4) @coherent var<storage, read_write> out: array<f32>;
 @group(0) @binding(11) var<storage, read_write> merged: array<f32>;
 @group(0) @binding(12) var<storage, read_write> arrivals: array<atomic<u32>>;
 

@@ -264,9 +264,10 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
 const DECODE_MERGE_BUFFERS: u32 = DECODE_PREP_BUFFERS + 2;
 
 /// Whether `attention_decode` merges its splits itself (attention_decode_merge.wgsl):
-/// `Kernels::decode_merge`, on a device that binds enough storage buffers.
+/// `Kernels::decode_merge`, on a device that binds enough storage buffers and has
+/// `@coherent` storage (its workgroups read each other's partials).
 fn decode_merges(k: &Kernels) -> bool {
-    k.decode_merge && k.gpu.limits.max_storage_buffers_per_shader_stage >= DECODE_MERGE_BUFFERS
+    k.decode_merge && k.gpu.coherent && k.gpu.limits.max_storage_buffers_per_shader_stage >= DECODE_MERGE_BUFFERS
 }
 
 /// Scratch for the partial states of `rows` query rows split `splits` ways
@@ -361,7 +362,7 @@ fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCach
     );
     let (cache, ty) = kv.shader();
     let name = format!("attention_tiled/{ty}/hd{hd}/v{vhd}/r{rows}/k{kt}");
-    let code = [header.as_str(), shaders::ATTENTION_TILED, shaders::ATTENTION_COMMON, cache];
+    let code = [header.as_str(), shaders::ATTENTION_TILED, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache];
     let (r, rw) = (Access::Read, Access::ReadWrite);
     let access = [r, r, r, rw, r, r];
     (p.splits, p.chunk) = (splits as u32, u32_of(chunk, "attention chunk")?);
@@ -472,7 +473,7 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
         }
         let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}");
         let Some(prep) = prep else {
-            let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_LOAD];
+            let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache, shaders::ATTENTION_DECODE_LOAD];
             return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
         };
         let (red, tag) = super::reduce(k);
@@ -496,6 +497,8 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
             buffers.extend([merged, &arrivals]);
             access.extend([rw, rw]);
             name += "/merge";
+        } else {
+            code.push(shaders::ATTENTION_OUT);
         }
         return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
     }
@@ -508,7 +511,7 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
     let g = [4, 2, 1].into_iter().find(|g| group.is_multiple_of(*g)).unwrap_or(1);
     let (red, tag) = super::reduce(k);
     let header = format!("const G: u32 = {g}u;\nconst WG: u32 = {ATTENTION_WG}u;\n");
-    let code = [header.as_str(), shaders::ATTENTION, shaders::ATTENTION_COMMON, cache, red[0], red[1]];
+    let code = [header.as_str(), shaders::ATTENTION, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache, red[0], red[1]];
     launch(k, b, &format!("attention/{ty}/g{g}{tag}"), &code, &access, &buffers, groups / g, |groups_x| Params { groups_x, ..p })
 }
 

@@ -95,6 +95,7 @@ pub mod shaders {
     pub const ATTENTION: &str = include_str!("../../shaders/attention/attention.wgsl");
     pub const ATTENTION_TILED: &str = include_str!("../../shaders/attention/attention_tiled.wgsl");
     pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention/attention_common.wgsl");
+    pub const ATTENTION_OUT: &str = include_str!("../../shaders/attention/attention_out.wgsl");
     pub const ATTENTION_DECODE: &str = include_str!("../../shaders/attention/attention_decode.wgsl");
     pub const ATTENTION_DECODE_LOAD: &str = include_str!("../../shaders/attention/attention_decode_load.wgsl");
     pub const ATTENTION_DECODE_PREP: &str = include_str!("../../shaders/attention/attention_decode_prep.wgsl");
