@@ -405,6 +405,25 @@ fn matvec_gelu_mul_matches_cpu() {
     }
 }
 
+/// A matvec over vocabulary-sized rows (16 invocations per row, as the LM heads take), with
+/// a part-filled last workgroup, both reduction variants, against the CPU.
+#[test]
+fn matvec_of_vocabulary_rows_matches_cpu() {
+    let mut rng = ChaCha8Rng::seed_from_u64(29);
+    let (ty, cols, rows) = (GgmlType::Q8_0, 256, 65_541);
+    let data = random_matrix(&mut rng, ty, cols, rows);
+    let x = rand_vec(&mut rng, cols);
+    let want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+    for k in variants() {
+        let w = GpuMatrix::upload(&k, "head", ty, cols, rows, &data).unwrap();
+        let xb = up(&k, &x);
+        let got = run(&k, rows, |b, y| matmul(&k, b, &w, &xb, 0, 1, y, 0).unwrap());
+        assert_eq!(got[rows], SENTINEL, "writes outside y");
+        let e = max_rel(&got[..rows], &want);
+        assert!(e < TOL, "{}: rel err {e}", variant_name(&k));
+    }
+}
+
 /// A folded matvec over enough rows that each subgroup takes two (E2B's [gate; up]: 48
 /// Q4_K chunks a row), plain and as [gate; up] with GeGLU, both reduction variants, with
 /// rows that leave the last workgroup part-filled, against the CPU ops it replaces.

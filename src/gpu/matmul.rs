@@ -161,6 +161,15 @@ const MATVEC_STEPS: usize = 6;
 /// 1,069-1,127, as every 270M matvec did at 16 (1,047-1,077), so it keeps 32.
 const FOLDED_PAIR_ROWS: usize = 4096;
 
+/// From this many rows (an LM head over the vocabulary) with rows of at most HEAD_CHUNKS
+/// chunks, 16 invocations per row: a workgroup takes 16 rows instead of 8 and each
+/// invocation more chunks. H100 decode, alternated runs (tok/s): Gemma 3 270M layout
+/// (Q8_0, 80 chunks a row) 1,147-1,164 at 32 per row, 1,155-1,186 at 16 (six runs each),
+/// 1,179-1,187 at 8 (three), 1,093-1,113 at 64; Gemma 4 E2B (Q6_K, 192 chunks) 310.6-314.3
+/// against 311.8-315.1, within noise. Longer rows (wider models) were not measured.
+const HEAD_ROWS: usize = 65536;
+const HEAD_CHUNKS: usize = 192;
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct EmbedParams {
@@ -461,6 +470,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let chunks = w.cols / matvec_chunk(w.ty);
     let tpr = match input {
         MatvecIn::Residual(_) if w.rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16 => 16,
+        _ if w.rows >= HEAD_ROWS && chunks <= HEAD_CHUNKS => 16,
         _ => matvec_tpr(chunks),
     };
     let cpt = chunks.div_ceil(tpr);
