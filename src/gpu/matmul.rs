@@ -170,6 +170,15 @@ const FOLDED_PAIR_ROWS: usize = 4096;
 const HEAD_ROWS: usize = 65536;
 const HEAD_CHUNKS: usize = 192;
 
+/// A plain matvec of at most FEW_ROWS rows (the o and down projections: 640 rows on the
+/// 270M, 1536 on E2B) takes at least FEW_ROWS_TPR invocations per row: twice the
+/// workgroups where 32 per row left a few per SM (80 for the 270M's o), at the price of
+/// idle lanes on short rows. H100 decode, three alternated runs (tok/s): 270M 1,116-1,145
+/// -> 1,133-1,190, E2B 306.1-310.4 -> 317.7-319.6; at 128 per row 1,133-1,158 and
+/// 296.8-302.0.
+const FEW_ROWS: usize = 2048;
+const FEW_ROWS_TPR: usize = 64;
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct EmbedParams {
@@ -471,6 +480,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let tpr = match input {
         MatvecIn::Residual(_) if w.rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16 => 16,
         _ if w.rows >= HEAD_ROWS && chunks <= HEAD_CHUNKS => 16,
+        MatvecIn::Vector(..) if w.rows <= FEW_ROWS => matvec_tpr(chunks).max(FEW_ROWS_TPR),
         _ => matvec_tpr(chunks),
     };
     let cpt = chunks.div_ceil(tpr);
