@@ -137,15 +137,26 @@ enum Epilogue<'a> {
 /// Threads per workgroup of matvec.wgsl.
 const MATVEC_WG: usize = 256;
 
-/// Invocations per row of matvec.wgsl: enough that each strides over about MATVEC_STEPS
-/// chunks, from 32 (a subgroup on an H100) up to the whole workgroup. Long rows (the
-/// FFN's down projection, 6144-12288 columns) otherwise leave few workgroups, each
-/// walking its rows serially. History on the H100: with 64-element chunks 32 per row
+/// Invocations per row of matvec.wgsl for a matrix of `rows` rows of `chunks` chunks,
+/// `folded` when it takes the residual step in (`MatvecIn::Residual`). Three shapes have
+/// rules of their own (FOLDED_PAIR_ROWS, HEAD_ROWS, FEW_ROWS below); otherwise enough
+/// that each strides over about MATVEC_STEPS chunks, from 32 (a subgroup on an H100) up
+/// to the whole workgroup. Long rows (the FFN's down projection, 6144-12288 columns)
+/// otherwise leave few workgroups, each walking its rows serially. History on the H100: with 64-element chunks 32 per row
 /// beat matching the chunk count (270M / E2B decode 453 / 137 tok/s against 438 / 135;
 /// 8 per row gave 385 / 104); sharing x chunks between rows (several rows per invocation,
 /// x in registers) measured slower end to end (E2B 89-103 tok/s).
-fn matvec_tpr(chunks: usize) -> usize {
-    (chunks / MATVEC_STEPS).next_power_of_two().clamp(32, MATVEC_WG)
+fn matvec_tpr(chunks: usize, rows: usize, folded: bool) -> usize {
+    let steps = (chunks / MATVEC_STEPS).next_power_of_two().clamp(32, MATVEC_WG);
+    let pair = folded && rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16;
+    let head = rows >= HEAD_ROWS && chunks <= HEAD_CHUNKS;
+    if pair || head {
+        16
+    } else if !folded && rows <= FEW_ROWS {
+        steps.max(FEW_ROWS_TPR)
+    } else {
+        steps
+    }
 }
 
 /// Chunks each invocation of a row aims to take (see `matvec_tpr`).
@@ -477,12 +488,7 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 #[allow(clippy::too_many_arguments)]
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
     let chunks = w.cols / matvec_chunk(w.ty);
-    let tpr = match input {
-        MatvecIn::Residual(_) if w.rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16 => 16,
-        _ if w.rows >= HEAD_ROWS && chunks <= HEAD_CHUNKS => 16,
-        MatvecIn::Vector(..) if w.rows <= FEW_ROWS => matvec_tpr(chunks).max(FEW_ROWS_TPR),
-        _ => matvec_tpr(chunks),
-    };
+    let tpr = matvec_tpr(chunks, w.rows, matches!(input, MatvecIn::Residual(_)));
     let cpt = chunks.div_ceil(tpr);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
     let sg = k.use_subgroups && k.gpu.subgroups_32;
