@@ -106,8 +106,12 @@ fn main(
     let lin = g % tiles;
     let tm = sg / SGN;
     let tn = sg % SGN;
-    let tb = (lin / p.row_groups) * BM;
-    let rb = (lin % p.row_groups) * BN;
+    // Neighbouring workgroups take the token tiles of one row tile, so each weight tile is
+    // read from memory once while they run, rather than once per token tile (a large
+    // matrix's split weights outgrow L2 between visits). H100: E2B prefill +1-2%.
+    let token_tiles = (p.n + BM - 1u) / BM;
+    let tb = (lin % token_tiles) * BM;
+    let rb = (lin / token_tiles) * BN;
     let t0 = tb + tm * 32u;
     let r0 = rb + tn * 16u * FR;
     let k4 = p.cols / 4u;

@@ -22,6 +22,18 @@ struct Pending {
     mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
 }
 
+/// Host time per decode step under `RULLAMA_PROFILE=1` (nanoseconds: recording,
+/// submitting, waiting for the GPU), summed and printed once per call rather than per step,
+/// since printing from inside the loop slowed the steps it measured. Waits near zero mean
+/// the host, not the GPU, sets the pace.
+static HOST: [std::sync::atomic::AtomicU64; 3] = [const { std::sync::atomic::AtomicU64::new(0) }; 3];
+
+fn host_add(i: usize, d: std::time::Duration) {
+    if super::profile() {
+        HOST[i].fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
 impl GpuModel {
     /// `TextModel::decode` for sampling rules the GPU applies itself (see `samples_on_gpu`).
     pub(super) fn decode_pipelined(
@@ -51,6 +63,11 @@ impl GpuModel {
         // steps' KV is left to be overwritten.
         let (accepted, submitted) = counts;
         cache.len = base + accepted.min(submitted);
+        if super::profile() {
+            let n = submitted.max(1) as f64;
+            let us = |i: usize| HOST[i].swap(0, Ordering::Relaxed) as f64 / 1e3 / n;
+            eprintln!("profile: decode per step: record {:.1} us, submit {:.1} us, wait {:.1} us ({submitted} steps)", us(0), us(1), us(2));
+        }
         result
     }
 
@@ -115,9 +132,8 @@ impl GpuModel {
         b.copy(&s.ring, (out * 4) as u64, &staging, 0, 4);
         let recorded = t0.elapsed();
         let index = b.submit_indexed()?;
-        if super::profile() {
-            eprintln!("profile: decode step: record {recorded:?}, submit {:?}", t0.elapsed() - recorded);
-        }
+        host_add(0, recorded);
+        host_add(1, t0.elapsed() - recorded);
         let (tx, mapped) = mpsc::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
@@ -128,7 +144,9 @@ impl GpuModel {
     /// Wait for a step and read the token it picked.
     fn read_token(&self, p: Pending) -> Result<u32> {
         let gpu = &self.k.gpu;
+        let t0 = std::time::Instant::now();
         gpu.wait_for(p.index)?;
+        host_add(2, t0.elapsed());
         let r = match p.mapped.try_recv() {
             Ok(r) => r,
             // The mapping completes in a poll after the submission is done.
