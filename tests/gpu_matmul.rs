@@ -631,47 +631,67 @@ fn coop_tiles_and_chunks_match_cpu() {
 
 /// split_f16.wgsl against `split_f16_cpu` of the CPU's dequantized rows: hi exactly (it is
 /// cut by a mask), lo to one f16 step (the GPU's f32 -> f16 rounding mode may differ), zero
-/// rows past the data, and hi + lo · 2^-11 within 2^-21 of the value (normal f16 range). F32 rows are read at
-/// an offset and a stride wider than the row, as activations are.
+/// rows past the data, and hi + lo · 2^-11 within 2^-21 of the value (normal f16 range).
+/// F32 rows are read at an offset and a stride wider than the row, as activations are;
+/// with every weight type they also ride along as the second job, of another shape.
 #[test]
 fn split_f16_matches_cpu() {
-    use rullama::gpu::matmul_coop::{split_f16, split_f16_cpu};
+    use rullama::gpu::matmul_coop::{SplitJob, split_f16, split_f16_cpu};
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(29);
+    // Rows of f32 at element 8 with a stride of cols + 12: (bytes, values).
+    let activations = |rng: &mut ChaCha8Rng, rows: usize, cols: usize| -> (Vec<u8>, Vec<f32>) {
+        let stride = cols + 12;
+        let xs: Vec<f32> = (0..8 + rows * stride).map(|_| rng.random_range(-3000.0f32..3000.0) * rng.random_range(0.0f32..1.0).powi(6)).collect();
+        let values: Vec<f32> = (0..rows).flat_map(|r| xs[8 + r * stride..8 + r * stride + cols].to_vec()).collect();
+        (bytemuck::cast_slice(&xs).to_vec(), values)
+    };
+    let parts = |rows: usize, cols: usize| (kernel::storage(&k.gpu, "hi", (rows * cols * 2) as u64), kernel::storage(&k.gpu, "lo", (rows * cols * 2) as u64));
+    let check = |what: &str, (hi, lo): &(wgpu::Buffer, wgpu::Buffer), values: &[f32], scale: f32, padded: usize| {
+        let read = |buf: &wgpu::Buffer| -> Vec<f16> {
+            bytemuck::cast_slice::<u8, u16>(&kernel::read_back(&k.gpu, buf, 0, (padded * 2) as u64).unwrap()).iter().map(|&h| f16::from_bits(h)).collect()
+        };
+        let (gh, gl) = (read(hi), read(lo));
+        for (i, v) in values.iter().enumerate() {
+            let v = v * scale;
+            let (h, l) = split_f16_cpu(v);
+            assert_eq!(gh[i].to_bits(), h.to_bits(), "{what} element {i}: hi of {v}");
+            let step = f32::from(l).abs() * 2f32.powi(-10) + 2f32.powi(-24);
+            assert!((f32::from(gl[i]) - f32::from(l)).abs() <= step, "{what} element {i}: lo {} against {}", gl[i], l);
+            // Below f16's smallest normal (2^-14) hi is 0 and lo alone carries v, to f16's
+            // precision: an absolute error under 2^-25, negligible in a product's sum.
+            let back = f32::from(gh[i]) + f32::from(gl[i]) / 2048.0;
+            let allowed = if v.abs() < 2f32.powi(-14) { v.abs() * 2f32.powi(-11) } else { v.abs() * 2f32.powi(-21) };
+            assert!((back - v).abs() <= allowed + 2f32.powi(-35), "{what} element {i}: {back} for {v}");
+        }
+        assert!(gh[values.len()..].iter().chain(&gl[values.len()..]).all(|h| h.to_bits() == 0), "{what}: padding rows not zero");
+    };
     let (cols, rows, pad) = (512, 5, 8);
+    let (x_cols, x_rows, x_pad) = (96, 3, 16);
     for &ty in TYPES {
         let (bytes, byte0, row_bytes, values) = if ty == GgmlType::F32 {
-            let stride = cols + 12;
-            let xs: Vec<f32> = (0..8 + rows * stride).map(|_| rng.random_range(-3000.0f32..3000.0) * rng.random_range(0.0f32..1.0).powi(6)).collect();
-            let values: Vec<f32> = (0..rows).flat_map(|r| xs[8 + r * stride..8 + r * stride + cols].to_vec()).collect();
-            (bytemuck::cast_slice(&xs).to_vec(), 32, stride * 4, values)
+            let (bytes, values) = activations(&mut rng, rows, cols);
+            (bytes, 32, (cols + 12) * 4, values)
         } else {
             let data = random_matrix(&mut rng, ty, cols, rows);
             let values = rullama::gguf::dequant::dequantize(ty, &data, cols * rows).unwrap();
             (data, 0, cols / ty.block_elems() * ty.block_bytes(), values)
         };
         let src = kernel::upload(&k.gpu, "src", &bytes);
-        let (hi, lo) = (kernel::storage(&k.gpu, "hi", (pad * cols * 2) as u64), kernel::storage(&k.gpu, "lo", (pad * cols * 2) as u64));
+        let out = parts(pad, cols);
+        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1 };
+        let (x_bytes, x_values) = activations(&mut rng, x_rows, x_cols);
+        let x_src = kernel::upload(&k.gpu, "x", &x_bytes);
+        let x_out = parts(x_pad, x_cols);
+        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1 };
+        let along = ty != GgmlType::F32;
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-        split_f16(&k, &mut b, &src, ty, (byte0, row_bytes), (cols, rows, pad), 16.0, (&hi, &lo)).unwrap();
+        split_f16(&k, &mut b, &job, along.then_some(&x_job)).unwrap();
         b.submit().unwrap();
-        let read = |buf: &wgpu::Buffer| -> Vec<f16> {
-            bytemuck::cast_slice::<u8, u16>(&kernel::read_back(&k.gpu, buf, 0, (pad * cols * 2) as u64).unwrap()).iter().map(|&h| f16::from_bits(h)).collect()
-        };
-        let (gh, gl) = (read(&hi), read(&lo));
-        for (i, v) in values.iter().enumerate() {
-            let v = v * 16.0;
-            let (h, l) = split_f16_cpu(v);
-            assert_eq!(gh[i].to_bits(), h.to_bits(), "{ty} element {i}: hi of {v}");
-            let step = f32::from(l).abs() * 2f32.powi(-10) + 2f32.powi(-24);
-            assert!((f32::from(gl[i]) - f32::from(l)).abs() <= step, "{ty} element {i}: lo {} against {}", gl[i], l);
-            // Below f16's smallest normal (2^-14) hi is 0 and lo alone carries v, to f16's
-            // precision: an absolute error under 2^-25, negligible in a product's sum.
-            let back = f32::from(gh[i]) + f32::from(gl[i]) / 2048.0;
-            let allowed = if v.abs() < 2f32.powi(-14) { v.abs() * 2f32.powi(-11) } else { v.abs() * 2f32.powi(-21) };
-            assert!((back - v).abs() <= allowed + 2f32.powi(-35), "{ty} element {i}: {back} for {v}");
+        check(&format!("{ty}"), &out, &values, 16.0, pad * cols);
+        if along {
+            check(&format!("f32 along {ty}"), &x_out, &x_values, 0.0625, x_pad * x_cols);
         }
-        assert!(gh[rows * cols..].iter().chain(&gl[rows * cols..]).all(|h| h.to_bits() == 0), "{ty}: padding rows not zero");
     }
 }
 

@@ -4,6 +4,10 @@
 // splits 8 consecutive elements and stores 16 bytes of each part. Rows from `rows` up to
 // the grid's end are written as zeros, so the product kernel reads whole tiles without
 // checks.
+// A second job may ride along: rows of f32 activations (x of the same matmul) split the
+// same way into their own buffers, by the invocations past the first job's, so a
+// tensor-core matmul needs one split dispatch rather than two (each dependent dispatch
+// costs a few µs of barrier and launch).
 // CPU twin: `gpu::matmul_coop::split_f16_cpu`.
 //
 // hi is v · scale with its significand cut to f16's 10 bits by a mask (exact in f16), 0
@@ -19,33 +23,57 @@ struct Params {
     total: u32,      // 8-element groups to write: padded rows x cols8
     groups_x: u32,
     scale: f32,
+    // The f32 job (x_total 0 when there is none), in elements of `x`.
+    x_cols8: u32,
+    x_rows: u32,
+    x_off: u32,
+    x_stride: u32,
+    x_total: u32,
+    x_scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> hi: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> lo: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> x: array<f32>;
+@group(0) @binding(5) var<storage, read_write> x_hi: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read_write> x_lo: array<vec4<u32>>;
 
 const LS: f32 = 2048.0;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = (wg.x + wg.y * p.groups_x) * 256u + lid;
-    if (i >= p.total) {
-        return;
-    }
-    let r = i / p.cols8;
-    let c4 = 2u * (i % p.cols8);
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
-    if (r < p.rows) {
-        a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
-        b = dq4(p.byte0 + r * p.row_bytes, c4 + 1u) * p.scale;
+    if (i < p.total) {
+        let r = i / p.cols8;
+        let c4 = 2u * (i % p.cols8);
+        if (r < p.rows) {
+            a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
+            b = dq4(p.byte0 + r * p.row_bytes, c4 + 1u) * p.scale;
+        }
+        let pa = hi_lo(a);
+        let pb = hi_lo(b);
+        hi[i] = vec4<u32>(pa.xy, pb.xy);
+        lo[i] = vec4<u32>(pa.zw, pb.zw);
+        return;
+    }
+    let j = i - p.total;
+    if (j >= p.x_total) {
+        return;
+    }
+    let r = j / p.x_cols8;
+    if (r < p.x_rows) {
+        let e = p.x_off + r * p.x_stride + 8u * (j % p.x_cols8);
+        a = vec4<f32>(x[e], x[e + 1u], x[e + 2u], x[e + 3u]) * p.x_scale;
+        b = vec4<f32>(x[e + 4u], x[e + 5u], x[e + 6u], x[e + 7u]) * p.x_scale;
     }
     let pa = hi_lo(a);
     let pb = hi_lo(b);
-    hi[i] = vec4<u32>(pa.xy, pb.xy);
-    lo[i] = vec4<u32>(pa.zw, pb.zw);
+    x_hi[j] = vec4<u32>(pa.xy, pb.xy);
+    x_lo[j] = vec4<u32>(pa.zw, pb.zw);
 }
 
 // v's hi part packed in .xy, its lo part in .zw.

@@ -81,6 +81,12 @@ struct SplitParams {
     total: u32,
     groups_x: u32,
     scale: f32,
+    x_cols8: u32,
+    x_rows: u32,
+    x_off: u32,
+    x_stride: u32,
+    x_total: u32,
+    x_scale: f32,
 }
 
 #[repr(C)]
@@ -187,40 +193,72 @@ pub fn split_f16_cpu(v: f32) -> (half::f16, half::f16) {
     (half::f16::from_f32(hi), half::f16::from_f32((v - hi) * 2048.0))
 }
 
-/// Record the split of `rows` rows of `cols` elements of type `ty` in `src` (row `i` at
-/// byte `byte0 + i · row_bytes`), scaled by `scale`, into `hi` and `lo`, with zero rows up
-/// to `rows_pad`.
-#[allow(clippy::too_many_arguments)]
-pub fn split_f16(
-    k: &Kernels,
-    b: &mut Batch,
-    src: &wgpu::Buffer,
-    ty: GgmlType,
-    (byte0, row_bytes): (usize, usize),
-    (cols, rows, rows_pad): (usize, usize, usize),
-    scale: f32,
-    (hi, lo): (&wgpu::Buffer, &wgpu::Buffer),
-) -> Result<()> {
-    if !cols.is_multiple_of(8) || rows > rows_pad {
-        return Err(Error::Input(format!("split_f16: {rows} rows of {cols} columns into {rows_pad} (columns must be a multiple of 8)")));
+/// One job of split_f16.wgsl: `rows` rows of `cols` elements of type `ty` in `src` (row `i`
+/// at byte `byte0 + i · row_bytes`), scaled by `scale`, into `hi` and `lo`, with zero rows
+/// up to `rows_pad`.
+#[derive(Clone, Copy)]
+pub struct SplitJob<'a> {
+    pub src: &'a wgpu::Buffer,
+    pub ty: GgmlType,
+    pub byte0: usize,
+    pub row_bytes: usize,
+    pub cols: usize,
+    pub rows: usize,
+    pub rows_pad: usize,
+    pub scale: f32,
+    pub hi: &'a wgpu::Buffer,
+    pub lo: &'a wgpu::Buffer,
+}
+
+impl SplitJob<'_> {
+    /// 8-element groups the job writes; checks the shape against the output buffers.
+    fn groups(&self) -> Result<usize> {
+        if !self.cols.is_multiple_of(8) || self.rows > self.rows_pad {
+            return Err(Error::Input(format!("split_f16: {} rows of {} columns into {} (columns must be a multiple of 8)", self.rows, self.cols, self.rows_pad)));
+        }
+        let total = self.rows_pad * self.cols / 8;
+        if (total as u64) * 16 > self.hi.size().min(self.lo.size()) {
+            return Err(Error::Input(format!("split_f16: {} rows of {} do not fit the output buffers", self.rows_pad, self.cols)));
+        }
+        Ok(total)
     }
-    let total = rows_pad * cols / 8;
-    if (total as u64) * 16 > hi.size().min(lo.size()) {
-        return Err(Error::Input(format!("split_f16: {rows_pad} rows of {cols} do not fit the output buffers")));
-    }
-    let mut parts = super::matmul::quant_parts(ty)?;
+}
+
+/// Record split_f16.wgsl for `job` and, in the same dispatch, for `x` (f32 rows, at 4-byte
+/// offsets and strides) when given.
+pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob>) -> Result<()> {
+    let total = job.groups()?;
+    let x_total = match x {
+        None => 0,
+        Some(x) if x.ty != GgmlType::F32 || !x.byte0.is_multiple_of(4) || !x.row_bytes.is_multiple_of(4) => {
+            return Err(Error::Input("split_f16: the second job takes f32 rows at 4-byte offsets".into()));
+        }
+        Some(x) => x.groups()?,
+    };
+    let mut parts = super::matmul::quant_parts(job.ty)?;
     parts.push(shaders::SPLIT_F16);
     let p = SplitParams {
-        cols8: u32_of(cols / 8, "split_f16 columns")?,
-        rows: u32_of(rows, "split_f16 rows")?,
-        byte0: u32_of(byte0, "split_f16 offset")?,
-        row_bytes: u32_of(row_bytes, "split_f16 row stride")?,
+        cols8: u32_of(job.cols / 8, "split_f16 columns")?,
+        rows: u32_of(job.rows, "split_f16 rows")?,
+        byte0: u32_of(job.byte0, "split_f16 offset")?,
+        row_bytes: u32_of(job.row_bytes, "split_f16 row stride")?,
         total: u32_of(total, "split_f16 size")?,
         groups_x: 0,
-        scale,
+        scale: job.scale,
+        x_cols8: x.map_or(0, |x| x.cols as u32 / 8),
+        x_rows: u32_of(x.map_or(0, |x| x.rows), "split_f16 rows")?,
+        x_off: u32_of(x.map_or(0, |x| x.byte0 / 4), "split_f16 offset")?,
+        x_stride: u32_of(x.map_or(0, |x| x.row_bytes / 4), "split_f16 row stride")?,
+        x_total: u32_of(x_total, "split_f16 size")?,
+        x_scale: x.map_or(1.0, |x| x.scale),
     };
-    let name = format!("split_f16/{ty}");
-    launch(k, b, &name, &parts, &[Access::Read, Access::ReadWrite, Access::ReadWrite], &[src, hi, lo], total.div_ceil(256), |gx| SplitParams { groups_x: gx, ..p })
+    u32_of(total + x_total, "split_f16 size")?;
+    // Stand-ins bound where there is no second job.
+    let none = [k.scratch("split_f16/none_x", 16), k.scratch("split_f16/none_hi", 16), k.scratch("split_f16/none_lo", 16)];
+    let (xs, xh, xl) = x.map_or((&none[0], &none[1], &none[2]), |x| (x.src, x.hi, x.lo));
+    let name = format!("split_f16/{}", job.ty);
+    let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite];
+    launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl], (total + x_total).div_ceil(256), |gx| SplitParams { groups_x: gx, ..p })
 }
 
 /// Whether the tensor-core matmul takes a matrix of `cols` columns on `k`.
@@ -258,7 +296,9 @@ pub(crate) fn matmul_coop(
     let n_pad = n.div_ceil(bm) * bm;
     let x_bytes = (n_pad * cols * 2) as u64;
     let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
-    split_f16(k, b, x, GgmlType::F32, (x_off * 4, x_stride * 4), (cols, n, n_pad), XS, (&xh, &xl))?;
+    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl };
+    // x is split by the first weight chunk's dispatch.
+    let mut x_pending = Some(x_job);
 
     // Weight rows in chunks whose split fits one binding.
     // A power of two: scratch buffers are sized up to one.
@@ -295,7 +335,8 @@ pub(crate) fn matmul_coop(
             let rp = rc.div_ceil(bn) * bn;
             let w_bytes = (rp * cols * 2) as u64;
             let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-            split_f16(k, b, &tile.buffer, w.ty, ((first + c0) * row_bytes, row_bytes), (cols, rc, rp), WS, (&wh, &wl))?;
+            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl };
+            split_f16(k, b, &w_job, x_pending.take().as_ref())?;
             let tiles = (rp / bn) * (n_pad / bm);
             let (mut splits, mut split_cols) = split_k_plan(tiles, cols);
             // Partials must fit one binding; split_k_sum does not route.
