@@ -196,8 +196,8 @@ fn main(
     }
 
     // Fragment f (token fragment f / FR, row fragment f % FR) goes out through this
-    // subgroup's slot: hi first (kept in registers), then lo, added and written where the
-    // token and row exist.
+    // subgroup's slot, hi and lo added as matrices, and is written where the token and row
+    // exist.
     var flush = 0u;
     let slot = sg * 256u;
     for (var f = 0u; f < 2u * FR; f++) {
@@ -213,26 +213,17 @@ fn main(
             case 7u: { fh = h13; fl = l13; }
             default: {}
         }
-        let oh = fh;
-        let ol = fl;
+        let o = fh + fl * (1.0 / LS);
         let stride = 16u;
         flush = slot;
-        coopStoreT(oh, &out_s[slot], stride);
-        workgroupBarrier();
-        var hv: array<f32, 8>;
-        for (var e = 0u; e < 8u; e++) {
-            hv[e] = out_s[slot + lane + 32u * e];
-        }
-        workgroupBarrier();
-        flush = slot + 1u;
-        coopStoreT(ol, &out_s[slot], stride);
+        coopStoreT(o, &out_s[slot], stride);
         workgroupBarrier();
         for (var e = 0u; e < 8u; e++) {
             let q = lane + 32u * e;
             let t = t0 + (f / FR) * 16u + q / 16u;
             let r = r0 + (f % FR) * 16u + q % 16u;
             if (t < p.n && r < p.rows) {
-                let v = hv[e] + out_s[slot + q] * (1.0 / LS);
+                let v = out_s[slot + q];
                 let R = p.row0 + r;
                 if (R < p.route_a) {
                     y[p.y_off + split * p.split_stride + t * p.y_stride + R] = v;
