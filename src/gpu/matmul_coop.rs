@@ -245,7 +245,7 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         total: u32_of(total, "split_f16 size")?,
         groups_x: 0,
         scale: job.scale,
-        x_cols8: x.map_or(0, |x| x.cols as u32 / 8),
+        x_cols8: u32_of(x.map_or(0, |x| x.cols / 8), "split_f16 columns")?,
         x_rows: u32_of(x.map_or(0, |x| x.rows), "split_f16 rows")?,
         x_off: u32_of(x.map_or(0, |x| x.byte0 / 4), "split_f16 offset")?,
         x_stride: u32_of(x.map_or(0, |x| x.row_bytes / 4), "split_f16 row stride")?,
