@@ -45,35 +45,40 @@ const LS: f32 = 2048.0;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = (wg.x + wg.y * p.groups_x) * 256u + lid;
+    // Invocations from p.total take the f32 job's group j.
+    let x_job = i >= p.total;
+    let j = i - p.total;
+    if (x_job && j >= p.x_total) {
+        return;
+    }
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
-    if (i < p.total) {
+    if (!x_job) {
         let r = i / p.cols8;
         let c4 = 2u * (i % p.cols8);
         if (r < p.rows) {
             a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
             b = dq4(p.byte0 + r * p.row_bytes, c4 + 1u) * p.scale;
         }
-        let pa = hi_lo(a);
-        let pb = hi_lo(b);
-        hi[i] = vec4<u32>(pa.xy, pb.xy);
-        lo[i] = vec4<u32>(pa.zw, pb.zw);
-        return;
-    }
-    let j = i - p.total;
-    if (j >= p.x_total) {
-        return;
-    }
-    let r = j / p.x_cols8;
-    if (r < p.x_rows) {
-        let e = p.x_off + r * p.x_stride + 8u * (j % p.x_cols8);
-        a = vec4<f32>(x[e], x[e + 1u], x[e + 2u], x[e + 3u]) * p.x_scale;
-        b = vec4<f32>(x[e + 4u], x[e + 5u], x[e + 6u], x[e + 7u]) * p.x_scale;
+    } else {
+        let r = j / p.x_cols8;
+        if (r < p.x_rows) {
+            let e = p.x_off + r * p.x_stride + 8u * (j % p.x_cols8);
+            a = vec4<f32>(x[e], x[e + 1u], x[e + 2u], x[e + 3u]) * p.x_scale;
+            b = vec4<f32>(x[e + 4u], x[e + 5u], x[e + 6u], x[e + 7u]) * p.x_scale;
+        }
     }
     let pa = hi_lo(a);
     let pb = hi_lo(b);
-    x_hi[j] = vec4<u32>(pa.xy, pb.xy);
-    x_lo[j] = vec4<u32>(pa.zw, pb.zw);
+    let h = vec4<u32>(pa.xy, pb.xy);
+    let l = vec4<u32>(pa.zw, pb.zw);
+    if (x_job) {
+        x_hi[j] = h;
+        x_lo[j] = l;
+    } else {
+        hi[i] = h;
+        lo[i] = l;
+    }
 }
 
 // v's hi part packed in .xy, its lo part in .zw.

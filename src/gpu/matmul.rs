@@ -142,10 +142,11 @@ const MATVEC_WG: usize = 256;
 /// rules of their own (FOLDED_PAIR_ROWS, HEAD_ROWS, FEW_ROWS below); otherwise enough
 /// that each strides over about MATVEC_STEPS chunks, from 32 (a subgroup on an H100) up
 /// to the whole workgroup. Long rows (the FFN's down projection, 6144-12288 columns)
-/// otherwise leave few workgroups, each walking its rows serially. History on the H100: with 64-element chunks 32 per row
-/// beat matching the chunk count (270M / E2B decode 453 / 137 tok/s against 438 / 135;
-/// 8 per row gave 385 / 104); sharing x chunks between rows (several rows per invocation,
-/// x in registers) measured slower end to end (E2B 89-103 tok/s).
+/// otherwise leave few workgroups, each walking its rows serially. History on the H100:
+/// with 64-element chunks 32 per row beat matching the chunk count (270M / E2B decode
+/// 453 / 137 tok/s against 438 / 135; 8 per row gave 385 / 104); sharing x chunks between
+/// rows (several rows per invocation, x in registers) measured slower end to end (E2B
+/// 89-103 tok/s).
 fn matvec_tpr(chunks: usize, rows: usize, folded: bool) -> usize {
     let steps = (chunks / MATVEC_STEPS).next_power_of_two().clamp(32, MATVEC_WG);
     let pair = folded && rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16;

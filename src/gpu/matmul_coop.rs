@@ -253,9 +253,15 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         x_scale: x.map_or(1.0, |x| x.scale),
     };
     u32_of(total + x_total, "split_f16 size")?;
-    // Stand-ins bound where there is no second job.
-    let none = [k.scratch("split_f16/none_x", 16), k.scratch("split_f16/none_hi", 16), k.scratch("split_f16/none_lo", 16)];
-    let (xs, xh, xl) = x.map_or((&none[0], &none[1], &none[2]), |x| (x.src, x.hi, x.lo));
+    let none;
+    let (xs, xh, xl) = match x {
+        Some(x) => (x.src, x.hi, x.lo),
+        None => {
+            // Stand-ins bound where there is no second job.
+            none = [k.scratch("split_f16/none_x", 16), k.scratch("split_f16/none_hi", 16), k.scratch("split_f16/none_lo", 16)];
+            (&none[0], &none[1], &none[2])
+        }
+    };
     let name = format!("split_f16/{}", job.ty);
     let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite];
     launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl], (total + x_total).div_ceil(256), |gx| SplitParams { groups_x: gx, ..p })
