@@ -1,9 +1,17 @@
 // Matrix-vector product for decoding one token, y[r] = Σ_c w[r, c] · x[c], over one tile of
-// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN), the
-// weight type's shaders/quant files, its chunk dot product (`CH`, `chunk_dot(row_byte, c,
-// xo)`: the dot product of chunk c — CH elements, laid out as the type likes — of the row
-// at byte row_byte with x from vec4 xo, read through `xin`; shaders/quant/dot_generic.wgsl
-// builds one from dq4) and a workgroup reduction (common/reduce*.wgsl).
+// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN, PAIR),
+// the weight type's shaders/quant files, quant/span.wgsl, its chunk loads and dot product
+// (`CH`, `Chunk`, `chunk_load(row_byte, c)`: chunk c's raw words — CH elements, laid out
+// as the type likes — of the row at byte row_byte, loads only; `chunk_dot(chunk,
+// row_byte, c, xo)`: its dot product with x from vec4 xo, read through `xin`;
+// shaders/quant/dot_generic.wgsl builds them from dq4) and a workgroup reduction
+// (common/reduce*.wgsl).
+//
+// With a prologue, every chunk of an invocation's rows is loaded before it, so the
+// weights' trip from memory overlaps the prologue's reads and reductions instead of
+// following them (H100 decode, three alternated runs: 270M 1,150-1,194 -> 1,210-1,219
+// tok/s, E2B within noise). Without one, loads stay in the loop: loading every chunk
+// first there too cost E2B 6% (298-301 against 318-320 tok/s).
 //
 // Prologue (RN > 0, RN = the row length): the residual step of norm/residual_norm.wgsl is
 // done here instead of in a dispatch of its own. Every workgroup computes
@@ -18,9 +26,10 @@
 // meet in `row_sums` (matvec_reduce_tree.wgsl: workgroup memory, any subgroup size; or
 // matvec_reduce_subgroup.wgsl: subgroup sums, for subgroups of exactly 32).
 //
-// Epilogues (`mode`): 0 none; 1 (GELU_PAIR) the tile holds [gate; up] (2 × rows rows) and
-// the invocations of a row also take its up row: y[r] = gelu_tanh(gate · x) · (up · x)
-// (the FFN's GeGLU); 2 (GELU_MUL) y[r] = gelu_tanh(w_r · x) · other[other_off + r] (the
+// Epilogues (`mode`): 0 none; 1 (GELU_PAIR, with the PAIR constant: the up chunks take
+// registers of their own) the tile holds [gate; up] (2 × rows rows) and the invocations
+// of a row also take its up row: y[r] = gelu_tanh(gate · x) · (up · x) (the FFN's GeGLU);
+// 2 (GELU_MUL) y[r] = gelu_tanh(w_r · x) · other[other_off + r] (the
 // per-layer-embedding gate); 3 (ROUTE) the tile stacks [q; k; v]: rows below split_a go
 // to y, rows below split_b to y2 from y2_off, the rest to y3 from y3_off (the attention
 // input projections, straight into q and the KV cache).
@@ -50,7 +59,6 @@ struct Params {
     eps: f32,
 }
 
-const GELU_PAIR: u32 = 1u;
 const GELU_MUL: u32 = 2u;
 const ROUTE: u32 = 3u;
 
@@ -135,32 +143,52 @@ fn gelu_tanh(v: f32) -> f32 {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let lin = wg.x + wg.y * p.groups_x;
-    if (RN > 0u) {
-        prologue(lid, lin == 0u && p.store_x != 0u);
-    }
     let lane = lid % TPR;
     let row = lin * ROWS + lid / TPR;
     // Rows past the end compute the last row again and are not written.
     let rb = min(row, p.rows - 1u) * p.row_bytes;
+    let rb_up = rb + p.rows * p.row_bytes;
+    // CPT (the encoder's ceil(chunks / TPR)) is a constant, so the loops unroll; a step
+    // past the row's end reads the last chunk again and adds nothing. With a prologue the
+    // chunks are loaded before it (into wr and wu), otherwise as the loop takes them.
+    let last = p.chunks - 1u;
+    var wr: array<Chunk, CPT>;
+    var wu: array<Chunk, CPT>;
+    if (RN > 0u) {
+        for (var i = 0u; i < CPT; i++) {
+            let cc = min(lane + i * TPR, last);
+            wr[i] = chunk_load(rb, cc);
+            if (PAIR) {
+                wu[i] = chunk_load(rb_up, cc);
+            }
+        }
+        prologue(lid, lin == 0u && p.store_x != 0u);
+    }
     var acc = 0.0;
     var acc2 = 0.0;
-    // CPT (the encoder's ceil(chunks / TPR)) is a constant, so the loop can unroll with
-    // every step's loads issued up front; a step past the row's end reads the last chunk
-    // again and adds nothing. (Against a run-time trip count this measured the same on an
-    // H100, within noise; it is kept for compilers that do not unroll run-time loops.)
-    let last = p.chunks - 1u;
     for (var i = 0u; i < CPT; i++) {
         let c = lane + i * TPR;
         let cc = min(c, last);
-        acc += select(0.0, chunk_dot(rb, cc, p.x_off4), c <= last);
-        if (p.mode == GELU_PAIR) {
-            acc2 += select(0.0, chunk_dot(rb + p.rows * p.row_bytes, cc, p.x_off4), c <= last);
+        var t: Chunk;
+        if (RN > 0u) {
+            t = wr[i];
+        } else {
+            t = chunk_load(rb, cc);
+        }
+        acc += select(0.0, chunk_dot(t, rb, cc, p.x_off4), c <= last);
+        if (PAIR) {
+            if (RN > 0u) {
+                t = wu[i];
+            } else {
+                t = chunk_load(rb_up, cc);
+            }
+            acc2 += select(0.0, chunk_dot(t, rb_up, cc, p.x_off4), c <= last);
         }
     }
     let sums = row_sums(acc, acc2, lid, lane);
     if (lane == 0u && row < p.rows) {
         var v = sums.x;
-        if (p.mode == GELU_PAIR) {
+        if (PAIR) {
             v = gelu_tanh(v) * sums.y;
         } else if (p.mode == GELU_MUL) {
             v = gelu_tanh(v) * other[p.other_off + row];

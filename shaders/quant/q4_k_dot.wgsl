@@ -1,13 +1,24 @@
-// Q4_K chunk dot product (see shaders/matmul/matvec.wgsl): a chunk is 32 elements, the 16
-// quant bytes at 16j of a block's qs (j < 8), read with one 16-byte load: their low nibbles
-// are elements 16(j%2) .. +15 of sub-block 2(j/2), their high nibbles the same elements of
-// sub-block 2(j/2)+1. A second 16-byte load brings the block's d, dmin and 12 scale bytes.
-// Blocks are 144 = 9 · 16 bytes and rows whole blocks, so both loads are aligned. (Chunks
-// of 8 elements took seven 4-byte loads for 4 bytes of quants: E2B's layer matvecs streamed
-// at 130–400 GB/s.) w4 is the weight tile bound a second time, as 16-byte words.
+// Q4_K chunk loads and dot product (see shaders/matmul/matvec.wgsl): a chunk is 32
+// elements, the 16 quant bytes at 16j of a block's qs (j < 8), read with one 16-byte
+// load: their low nibbles are elements 16(j%2) .. +15 of sub-block 2(j/2), their high
+// nibbles the same elements of sub-block 2(j/2)+1. A second 16-byte load brings the
+// block's d, dmin and 12 scale bytes. Blocks are 144 = 9 · 16 bytes and rows whole
+// blocks, so both loads are aligned. (Chunks of 8 elements took seven 4-byte loads for 4
+// bytes of quants: E2B's layer matvecs streamed at 130–400 GB/s.) w4 is the weight tile
+// bound a second time, as 16-byte words.
 @group(0) @binding(11) var<storage, read> w4: array<vec4<u32>>;
 
 const CH: u32 = 32u;
+
+struct Chunk {
+    head: vec4<u32>,
+    qv: vec4<u32>,
+}
+
+fn chunk_load(row_byte: u32, c: u32) -> Chunk {
+    let b = row_byte + (c / 8u) * QB;
+    return Chunk(w4[b >> 4u], w4[(b + 16u + 16u * (c % 8u)) >> 4u]);
+}
 
 // Byte i (< 12) of the scales held in head.yzw.
 fn k4_reg_byte(head: vec4<u32>, i: u32) -> u32 {
@@ -26,15 +37,12 @@ fn k4_reg_scale_min(head: vec4<u32>, j: u32) -> vec2<f32> {
     return vec2<f32>(f32(lo), f32(hi));
 }
 
-fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
-    let b = row_byte + (c / 8u) * QB;
+fn chunk_dot(t: Chunk, row_byte: u32, c: u32, xo: u32) -> f32 {
     let j = c % 8u;
     let g = j / 2u;
-    let head = w4[b >> 4u];
-    let qv = w4[(b + 16u + 16u * j) >> 4u];
-    let dm = unpack2x16float(head.x);
-    let s0 = k4_reg_scale_min(head, 2u * g);
-    let s1 = k4_reg_scale_min(head, 2u * g + 1u);
+    let dm = unpack2x16float(t.head.x);
+    let s0 = k4_reg_scale_min(t.head, 2u * g);
+    let s1 = k4_reg_scale_min(t.head, 2u * g + 1u);
     // x vec4 of element 16(j%2) of sub-block 2g; sub-block 2g+1 is 32 elements (8 vec4) on.
     let e = xo + (c / 8u) * 64u + 16u * g + 4u * (j % 2u);
     var lo = 0.0;
@@ -45,8 +53,8 @@ fn chunk_dot(row_byte: u32, c: u32, xo: u32) -> f32 {
     for (var i = 0u; i < 4u; i++) {
         let xl = xin(e + i);
         let xh = xin(e + 8u + i);
-        lo += dot(bytes4(qv[i] & 0x0F0F0F0Fu), xl);
-        hi += dot(bytes4((qv[i] >> 4u) & 0x0F0F0F0Fu), xh);
+        lo += dot(bytes4(t.qv[i] & 0x0F0F0F0Fu), xl);
+        hi += dot(bytes4((t.qv[i] >> 4u) & 0x0F0F0F0Fu), xh);
         sx_lo += dot(one, xl);
         sx_hi += dot(one, xh);
     }

@@ -496,14 +496,15 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     // RN: the staged row length of a residual input (0: x is read from its buffer).
     let rn = if matches!(input, MatvecIn::Residual(_)) { w.cols } else { 0 };
     let (wg_reduce, tag) = super::reduce(k);
-    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}{tag}", w.ty, if sg { "sg" } else { "wg" });
+    let gelu_pair = matches!(epi, Epilogue::GeluPair);
+    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
-        parts.extend([shaders::quant_dot(w.ty), shaders::MATVEC, reduce, wg_reduce[0], wg_reduce[1]]);
+        parts.extend([shaders::QUANT_SPAN, shaders::quant_dot(w.ty), shaders::MATVEC, reduce, wg_reduce[0], wg_reduce[1]]);
         let (r, rw) = (Access::Read, Access::ReadWrite);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r, r] }
     })?;
@@ -517,7 +518,6 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         None => (&k.dummy, &stand_x, &k.dummy, &k.dummy),
     };
     let rows_per_group = MATVEC_WG / tpr;
-    let gelu_pair = matches!(epi, Epilogue::GeluPair);
     // Unused outputs bind stand-ins: writable bindings may not share a buffer.
     let (stand2, stand3) = (k.scratch("matvec/y2", 4), k.scratch("matvec/y3", 4));
     let unrouted = ((&stand2, 0), (&stand3, 0));

@@ -41,8 +41,12 @@ pub mod shaders {
     pub const MATVEC_REDUCE_TREE: &str = include_str!("../../shaders/matmul/matvec_reduce_tree.wgsl");
     pub const MATVEC_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/matvec_reduce_subgroup.wgsl");
 
-    /// The chunk dot product matvec.wgsl uses for weights of type `ty`: the type's own where
-    /// it has one (whole blocks per invocation), else four elements through its dq4.
+    /// Raw-word spans for the matvec chunk loads of 2-aligned block types.
+    pub const QUANT_SPAN: &str = include_str!("../../shaders/quant/span.wgsl");
+
+    /// The chunk loads and dot product matvec.wgsl uses for weights of type `ty`: the
+    /// type's own where it has one (whole blocks per invocation), else four elements
+    /// through its dq4.
     pub fn quant_dot(ty: GgmlType) -> &'static str {
         match ty {
             GgmlType::Q8_0 => include_str!("../../shaders/quant/q8_0_dot.wgsl"),

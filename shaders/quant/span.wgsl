@@ -1,0 +1,26 @@
+// Raw words for the matvec chunk loads (shaders/matmul/matvec.wgsl issues every load of a
+// row before the work that feeds it, so the loads may do no arithmetic on what they read).
+// Fields of 2-aligned blocks are read as spans: the three words from the one holding byte
+// b (even) on cover the 8 bytes at b whatever b's alignment, and span_u32 takes a field
+// out once the words have arrived.
+
+fn load_span(b: u32) -> vec3<u32> {
+    let i = b >> 2u;
+    // The last word of the tile: a span of its final bytes would read past it.
+    let last = arrayLength(&w) - 1u;
+    return vec3<u32>(w[i], w[min(i + 1u, last)], w[min(i + 2u, last)]);
+}
+
+// read_u32_even(b + o) from the span loaded at b (o even, (b & 2) + o <= 4). Fields are
+// picked by select, not by a dynamic vector index.
+fn span_u32(s: vec3<u32>, b: u32, o: u32) -> u32 {
+    let r = (b & 2u) + o;
+    let lo = select(s.x, s.y, r >= 4u);
+    let hi = select(s.y, s.z, r >= 4u);
+    return select(lo, (lo >> 16u) | (hi << 16u), (r & 2u) != 0u);
+}
+
+// f16_at(b) from the word holding byte b (even).
+fn half_of(word: u32, b: u32) -> f32 {
+    return unpack2x16float(word >> ((b & 2u) * 8u)).x;
+}
