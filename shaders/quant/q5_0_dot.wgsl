@@ -31,5 +31,5 @@ fn chunk_dot(t: Chunk, row_byte: u32, c: u32, xo: u32) -> f32 {
         let v = ((span_u32(t.q, a.y, 4u * g) >> sh) & 0x0F0F0F0Fu) | (spread4(qh >> (4u * g)) << 4u);
         s += dot(bytes4(v) - 16.0, xin(xo + 2u * c + g));
     }
-    return unpack2x16float(span_u32(t.head, a.x, 0u)).x * s;
+    return half_of(t.head.x, a.x) * s;
 }

@@ -6,9 +6,9 @@
 
 fn load_span(b: u32) -> vec3<u32> {
     let i = b >> 2u;
-    // The last word of the tile: a span of its final bytes would read past it.
-    let last = arrayLength(&w) - 1u;
-    return vec3<u32>(w[i], w[min(i + 1u, last)], w[min(i + 2u, last)]);
+    // The 8 bytes at b end in word i + 1 when b is 4-aligned, so only the third word can
+    // lie past the tile (a span of its final bytes); it is then clamped to the last word.
+    return vec3<u32>(w[i], w[i + 1u], w[min(i + 2u, arrayLength(&w) - 1u)]);
 }
 
 // read_u32_even(b + o) from the span loaded at b (o even, (b & 2) + o <= 4). Fields are
