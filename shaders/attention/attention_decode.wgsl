@@ -8,7 +8,8 @@
 // attention_common.wgsl (parameters, bindings, key range, output) and the new token's hooks:
 // attention_decode_load.wgsl (q, K and V already normed and rotated, K and V in the caches)
 // or attention_decode_prep.wgsl (this kernel does that per-head work itself, which saves a
-// dispatch per layer). load_q fills q_s; cached_end says where the keys read from the
+// dispatch per layer). pre_load reads what the per-head work needs (into registers, with
+// the first tile's K and V), load_q fills q_s from it; cached_end says where the keys read from the
 // caches end: before the new position when new_kv prepares that key's K and V itself,
 // which fresh_key then adds after the cached keys (the loops over the caches stay as
 // they are).
@@ -71,8 +72,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         load_k(k0, kend - 1u, kvh, lid, &kr);
         load_v(k0, kend - 1u, kvh, lid, &vr);
     }
-    load_q(th, lid);
-    new_kv(sp, lid);
+    let pre = pre_load(sp, lid);
+    load_q(th, lid, pre);
+    new_kv(sp, lid, pre);
     workgroupBarrier();
 
     let sl = lid % S;

@@ -4,10 +4,19 @@
 @group(0) @binding(2) var<storage, read> kc: array<KC>;
 @group(0) @binding(3) var<storage, read> vc: array<VC>;
 
-fn load_q(th: u32, lid: u32) {
+// This invocation's q vec4, loaded with the first tile's K and V.
+struct Pre {
+    q: vec4<f32>,
+}
+
+fn pre_load(sp: Span, lid: u32) -> Pre {
+    let qb = p.q_off + sp.th * p.head_dim + 4u * min(lid, HD4 - 1u);
+    return Pre(vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]));
+}
+
+fn load_q(th: u32, lid: u32, pre: Pre) {
     if (lid < HD4) {
-        let qb = p.q_off + th * p.head_dim + 4u * lid;
-        q_s[lid] = vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]);
+        q_s[lid] = pre.q;
     }
 }
 
@@ -15,6 +24,6 @@ fn cached_end(sp: Span) -> u32 {
     return sp.k1;
 }
 
-fn new_kv(sp: Span, lid: u32) {}
+fn new_kv(sp: Span, lid: u32, pre: Pre) {}
 
 fn fresh_key(lid: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, PER>>) {}

@@ -11,7 +11,7 @@
 // that SM cached earlier in the dispatch (another row's merge reads the line two rows'
 // partials share) before the last split wrote it: examples/chain_bench.rs read stale
 // data that way.
-// Composed with attention_merge_row.wgsl and common/reduce*.wgsl.
+// Composed with attention_merge_row.wgsl.
 @group(0) @binding(4) @coherent var<storage, read_write> out: array<f32>;
 @group(0) @binding(11) var<storage, read_write> merged: array<f32>;
 @group(0) @binding(12) var<storage, read_write> arrivals: array<atomic<u32>>;

@@ -7,7 +7,6 @@
 //   reads the other keys from the caches and adds this one last (fresh_key); one of them
 //   per KV head (its group's first query head) stores the row into the caches, which
 //   nothing else in this dispatch reads.
-// Each step loads everything it needs before its first reduction: one wait on memory.
 // Composed with common/reduce*.wgsl and rope/sin_cos.wgsl.
 const NORM: u32 = 1u;
 const WEIGHTED: u32 = 2u;
@@ -28,10 +27,48 @@ var<workgroup> kt_s: array<f32, 4u * HD4>;
 var<workgroup> kn_s: array<KC, HD4>;
 var<workgroup> vn_s: array<KV2, (VPER * WG + 1u) / 2u>;
 
+// What this invocation's part of the per-head work reads, loaded together before any of
+// it is used (with the first tile's K and V): one wait on memory instead of one per step
+// (q, its norm, RoPE's frequencies, the new K and V each waited on the reduction before).
+// j: the RoPE pair (j, j + half) of q and K; i: the V pair (2i, 2i + 1).
+struct Pre {
+    q: vec2<f32>,
+    wq: vec2<f32>,
+    k: vec2<f32>,
+    wk: vec2<f32>,
+    v: vec2<f32>,
+    inv_freq: f32,
+    factor: f32,
+}
+
+fn pre_load(sp: Span, lid: u32) -> Pre {
+    let half = 2u * HD4;
+    let vh = p.v_head_dim / 2u;
+    let j = min(lid, half - 1u);
+    let i = min(lid, vh - 1u);
+    let at = p.q_off + sp.th * p.head_dim + j;
+    let kb = sp.kvh * p.head_dim + j;
+    let vb = sp.kvh * p.v_head_dim + 2u * i;
+    var f = 1.0;
+    if (p.has_factors != 0u) {
+        f = factors[j];
+    }
+    return Pre(
+        vec2<f32>(q[at], q[at + half]),
+        vec2<f32>(wq[j], wq[j + half]),
+        vec2<f32>(kn[kb], kn[kb + half]),
+        vec2<f32>(wk[j], wk[j + half]),
+        vec2<f32>(vn[vb], vn[vb + 1u]),
+        inv_freq[j],
+        f,
+    );
+}
+
 // What a pair (x.x, x.y) = elements (j, j + half) of a head becomes: RMS-normed over the
 // workgroup's pairs (invocations past the head bring zeros) when `flags` ask, times the
-// weights `w` (WEIGHTED), then rotated by RoPE pair j (ROPE).
-fn head_pair(x: vec2<f32>, w: vec2<f32>, j: u32, flags: u32, dim: u32, lid: u32) -> vec2<f32> {
+// weights `w` (WEIGHTED), then rotated by RoPE pair j at frequency `fr` and rope factor
+// `f` (ROPE).
+fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, dim: u32, lid: u32) -> vec2<f32> {
     var v = x;
     // Uniform per workgroup: the flags decide.
     if ((flags & NORM) != 0u) {
@@ -41,12 +78,9 @@ fn head_pair(x: vec2<f32>, w: vec2<f32>, j: u32, flags: u32, dim: u32, lid: u32)
         }
     }
     if ((flags & ROPE) != 0u) {
-        var theta = f32(p.pos0) * p.rope_scale * inv_freq[j];
-        if (p.has_factors != 0u) {
-            let f = factors[j];
-            if (f != 1.0) {
-                theta = theta / f;
-            }
+        var theta = f32(p.pos0) * p.rope_scale * fr;
+        if (p.has_factors != 0u && f != 1.0) {
+            theta = theta / f;
         }
         let sc = sin_cos(theta);
         v = vec2<f32>(v.x * sc.y - v.y * sc.x, v.y * sc.y + v.x * sc.x);
@@ -54,14 +88,13 @@ fn head_pair(x: vec2<f32>, w: vec2<f32>, j: u32, flags: u32, dim: u32, lid: u32)
     return v;
 }
 
-// q pair (j, j + half) of head th for invocation j = lid < half, from memory.
-fn load_q(th: u32, lid: u32) {
+// q pair (j, j + half) of head th for invocation j = lid < half.
+fn load_q(th: u32, lid: u32, pre: Pre) {
     let half = 2u * HD4;
     let j = min(lid, half - 1u);
-    let at = p.q_off + th * p.head_dim + j;
     let live = lid < half;
-    let x = select(vec2<f32>(0.0), vec2<f32>(q[at], q[at + half]), live);
-    let v = head_pair(x, vec2<f32>(wq[j], wq[j + half]), j, p.q_flags, p.head_dim, lid);
+    let x = select(vec2<f32>(0.0), pre.q, live);
+    let v = head_pair(x, pre.wq, pre.inv_freq, pre.factor, p.q_flags, p.head_dim, lid);
     if (live) {
         q_s[j >> 2u][j & 3u] = v.x;
         q_s[(j + half) >> 2u][(j + half) & 3u] = v.y;
@@ -75,7 +108,7 @@ fn cached_end(sp: Span) -> u32 {
     return sp.k1 - 1u;
 }
 
-fn new_kv(sp: Span, lid: u32) {
+fn new_kv(sp: Span, lid: u32, pre: Pre) {
     if (cached_end(sp) == sp.k1) {
         return;
     }
@@ -85,12 +118,10 @@ fn new_kv(sp: Span, lid: u32) {
     let vh = p.v_head_dim / 2u;
     let j = min(lid, half - 1u);
     let i = min(lid, vh - 1u);
-    let kb = sp.kvh * p.head_dim + j;
-    let vb = sp.kvh * p.v_head_dim + 2u * i;
-    let kx = select(vec2<f32>(0.0), vec2<f32>(kn[kb], kn[kb + half]), lid < half);
-    let vx = select(vec2<f32>(0.0), vec2<f32>(vn[vb], vn[vb + 1u]), lid < vh);
-    let kv = head_pair(kx, vec2<f32>(wk[j], wk[j + half]), j, p.k_flags, p.head_dim, lid);
-    let vv = head_pair(vx, vec2<f32>(1.0), 0u, p.v_flags & NORM, p.v_head_dim, lid);
+    let kx = select(vec2<f32>(0.0), pre.k, lid < half);
+    let vx = select(vec2<f32>(0.0), pre.v, lid < vh);
+    let kv = head_pair(kx, pre.wk, pre.inv_freq, pre.factor, p.k_flags, p.head_dim, lid);
+    let vv = head_pair(vx, vec2<f32>(1.0), 0.0, 1.0, p.v_flags & NORM, p.v_head_dim, lid);
     if (lid < half) {
         kt_s[j] = kv.x;
         kt_s[j + half] = kv.y;

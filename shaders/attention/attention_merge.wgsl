@@ -1,6 +1,6 @@
 // Combine the partials of split attention (attention.wgsl, attention_tiled.wgsl or
 // attention_decode.wgsl with splits > 1), one workgroup per (token, head) row, by
-// attention_merge_row.wgsl. Composed with that file and common/reduce*.wgsl.
+// attention_merge_row.wgsl. Composed with that file.
 const WG: u32 = 256u;
 
 struct Params {

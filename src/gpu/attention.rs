@@ -290,8 +290,7 @@ fn merge(k: &Kernels, b: &mut Batch, part: &wgpu::Buffer, out: &wgpu::Buffer, ou
         groups_x: 0,
     };
     let access = [Access::Read, Access::ReadWrite];
-    let (red, tag) = super::reduce(k);
-    launch(k, b, &format!("attention_merge{tag}"), &[shaders::ATTENTION_MERGE, shaders::ATTENTION_MERGE_ROW, red[0], red[1]], &access, &[part, out], rows, |groups_x| MergeParams {
+    launch(k, b, "attention_merge", &[shaders::ATTENTION_MERGE, shaders::ATTENTION_MERGE_ROW], &access, &[part, out], rows, |groups_x| MergeParams {
         groups_x,
         ..mp
     })
