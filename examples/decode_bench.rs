@@ -97,6 +97,30 @@ fn main() -> rullama::Result<()> {
         let t = time(&k, reps, &|b| b.dispatch(&kern, &[&o], &[0u32; 4], [1, 1, 1]).unwrap());
         println!("one workgroup, {:>3} barriers: {:7.2} us", 2 * n, t * 1e6);
     }
+    // The floor for the matvecs below: a kernel that only streams `bytes` (16-byte loads,
+    // `per` of them in flight per invocation, summed) from memory, over enough copies to
+    // pass through L2.
+    for (bytes, copies) in [(1_769_472usize, 96usize), (10_616_832, 16), (7_962_624, 24), (110_100_480, 4)] {
+        for per in [1u32, 4, 8] {
+            let code = format!(
+                "@group(0) @binding(0) var<uniform> p: vec4<u32>;\n@group(0) @binding(1) var<storage, read> src: array<vec4<u32>>;\n@group(0) @binding(2) var<storage, read_write> o: array<u32>;\n@compute @workgroup_size(256)\nfn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {{\n let n = arrayLength(&src);\n let total = nw.x * 256u;\n var s = vec4<u32>(0u);\n for (var b = gid.x; b < n; b += total * {per}u) {{\n  var r: array<vec4<u32>, {per}>;\n  for (var i = 0u; i < {per}u; i++) {{ r[i] = src[min(b + i * total, n - 1u)]; }}\n  for (var i = 0u; i < {per}u; i++) {{ s += r[i]; }}\n }}\n if (s.x == 12345u) {{ o[0] = s.y; }}\n}}\n"
+            );
+            let name = format!("bench/stream{per}");
+            let kern = k.get(&name, || KernelSource { name: name.clone(), code, entry: "main", buffers: vec![Access::Read, Access::ReadWrite] })?;
+            let srcs: Vec<wgpu::Buffer> = (0..copies).map(|_| kernel::storage(&k.gpu, "s", bytes as u64)).collect();
+            let o = empty(4);
+            let vec4s = bytes / 16;
+            // One vec4 per invocation per step: as many workgroups as the GPU holds at once
+            // (132 SMs x 8 on an H100) or fewer where the data is smaller.
+            let groups = (vec4s / 256 / per as usize).clamp(1, 1056) as u32;
+            let i = std::cell::Cell::new(0usize);
+            let t = time(&k, 4 * copies, &|b| {
+                b.dispatch(&kern, &[&srcs[i.get() % copies], &o], &[0u32; 4], [groups, 1, 1]).unwrap();
+                i.set(i.get() + 1);
+            });
+            println!("stream {:>6.2} MB, {per} loads in flight: {:7.2} us  {:7.1} GB/s", bytes as f64 / 1e6, t * 1e6, bytes as f64 / t / 1e9);
+        }
+    }
     // Matvecs as decode meets them: weights from memory, not cache (enough copies of the
     // matrix to pass through a 50 MB L2 before one is read again); the last is E2B's LM head.
     for (ty, rows, cols, copies) in [(GgmlType::Q4_K, 2048usize, 1536usize, 96usize), (GgmlType::Q4_K, 12288, 1536, 16), (GgmlType::Q5_0, 1024, 640, 384), (GgmlType::Q6_K, 1536, 6144, 32), (GgmlType::Q6_K, 262144, 1536, 2)] {

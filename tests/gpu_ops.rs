@@ -312,9 +312,11 @@ fn attention_decode_prep_matches_cpu_on(k: &Kernels) {
     // (heads, kv_heads, head_dim, v_head_dim, pos, window, q/k weighted, v normed, fresh K/V,
     // V is K, rope factors)
     type Case = (usize, usize, usize, usize, usize, usize, bool, bool, bool, bool, bool);
-    let cases: [Case; 7] = [
-        // Gemma 3 270M: weighted q/k norms, raw V, sliding window, split.
+    let cases: [Case; 8] = [
+        // Gemma 3 270M: weighted q/k norms, raw V, sliding window, split; and past 32
+        // splits, which the merge takes in two batches (attention_merge_row.wgsl).
         (4, 1, 256, 256, 700, 512, true, false, true, false, false),
+        (4, 1, 256, 256, 2000, 0, true, false, true, false, false),
         // Gemma 4 global: 512 wide, V normed, rope factors, split; and V = K.
         (8, 1, 512, 512, 1000, 0, true, true, true, false, true),
         (8, 1, 512, 512, 40, 0, true, true, true, true, true),
