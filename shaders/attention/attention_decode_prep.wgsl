@@ -67,7 +67,7 @@ fn pre_load(sp: Span, lid: u32) -> Pre {
 // What a pair (x.x, x.y) = elements (j, j + half) of a head becomes: RMS-normed over the
 // workgroup's pairs (invocations past the head bring zeros) when `flags` ask, times the
 // weights `w` (WEIGHTED), then rotated by RoPE pair j at frequency `fr` and rope factor
-// `f` (ROPE).
+// `f` (ROPE; pre_load makes f 1 where no factors are bound).
 fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, dim: u32, lid: u32) -> vec2<f32> {
     var v = x;
     // Uniform per workgroup: the flags decide.
@@ -79,7 +79,7 @@ fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, dim: u32, 
     }
     if ((flags & ROPE) != 0u) {
         var theta = f32(p.pos0) * p.rope_scale * fr;
-        if (p.has_factors != 0u && f != 1.0) {
+        if (f != 1.0) {
             theta = theta / f;
         }
         let sc = sin_cos(theta);
