@@ -18,6 +18,9 @@
 
 var<workgroup> arrival: u32;
 
+// The head shape is a constant here: partials past v_head_dim are not loaded.
+const MERGE_PER: u32 = VPER;
+
 fn merge_part(i: u32) -> f32 {
     return out[i];
 }

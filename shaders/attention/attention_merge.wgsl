@@ -2,6 +2,8 @@
 // attention_decode.wgsl with splits > 1), one workgroup per (token, head) row, by
 // attention_merge_row.wgsl. Composed with that file.
 const WG: u32 = 256u;
+// One kernel for every v_head_dim ≤ 512.
+const MERGE_PER: u32 = (512u + WG - 1u) / WG;
 
 struct Params {
     rows: u32,

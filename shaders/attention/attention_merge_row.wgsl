@@ -10,8 +10,9 @@
 // round trips to memory and four barriers: the tail of every decode attention step.)
 // The includer defines WG (≥ 256), merge_part(i) (element i of the partials: row r's split
 // s at (r * splits + s) * (v_head_dim + 2), as attention_common.wgsl stores them) and
-// merge_out(i, v) (element i = r * v_head_dim + d of the row-major output).
-const MERGE_PER: u32 = (512u + WG - 1u) / WG; // output dimensions per invocation: v_head_dim ≤ 512
+// merge_out(i, v) (element i = r * v_head_dim + d of the row-major output), and
+// MERGE_PER, the output dimensions per invocation (ceil(v_head_dim / WG), or the most any
+// v_head_dim ≤ 512 needs where the kernel serves them all).
 // Splits per batch: 32 registers of partials per batch whatever MERGE_PER is.
 const MB: u32 = 32u / MERGE_PER;
 
