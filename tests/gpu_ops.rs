@@ -313,8 +313,8 @@ fn attention_decode_prep_matches_cpu_on(k: &Kernels) {
     // V is K, rope factors)
     type Case = (usize, usize, usize, usize, usize, usize, bool, bool, bool, bool, bool);
     let cases: [Case; 8] = [
-        // Gemma 3 270M: weighted q/k norms, raw V, sliding window, split; and past 32
-        // splits, which the merge takes in two batches (attention_merge_row.wgsl).
+        // Gemma 3 270M: weighted q/k norms, raw V, sliding window, split; and 63 splits,
+        // which the merge takes in four batches (attention_merge_row.wgsl).
         (4, 1, 256, 256, 700, 512, true, false, true, false, false),
         (4, 1, 256, 256, 2000, 0, true, false, true, false, false),
         // Gemma 4 global: 512 wide, V normed, rope factors, split; and V = K.

@@ -13,8 +13,10 @@
 // merge_out(i, v) (element i = r * v_head_dim + d of the row-major output), and
 // MERGE_PER, the output dimensions per invocation (ceil(v_head_dim / WG), or the most any
 // v_head_dim ≤ 512 needs where the kernel serves them all).
-// Splits per batch: 32 registers of partials per batch whatever MERGE_PER is.
-const MB: u32 = 32u / MERGE_PER;
+// Splits per batch. 32 at head size 256 (as many registers for the batch's m and l as for
+// its partials) measured slower in decode: H100, three alternated runs, E2B 312.7-321.2
+// against 317.7-325.4 tok/s, 270M 1,244-1,310 against 1,275-1,340.
+const MB: u32 = 16u;
 
 fn merge_row(row: u32, splits: u32, v_head_dim: u32, lid: u32) {
     let stride = v_head_dim + 2u;
