@@ -37,6 +37,12 @@ fn k4_reg_scale_min(head: vec4<u32>, j: u32) -> vec2<f32> {
     return vec2<f32>(f32(lo), f32(hi));
 }
 
+// v's words rotated left by r (< 4): word i of the result is word (i + r) % 4 of v.
+fn rot4(v: vec4<u32>, r: u32) -> vec4<u32> {
+    let a = select(v, v.yzwx, (r & 1u) != 0u);
+    return select(a, a.zwxy, (r & 2u) != 0u);
+}
+
 fn chunk_dot(t: Chunk, row_byte: u32, c: u32, xo: u32) -> f32 {
     let j = c % 8u;
     let g = j / 2u;
@@ -50,11 +56,17 @@ fn chunk_dot(t: Chunk, row_byte: u32, c: u32, xo: u32) -> f32 {
     var sx_lo = 0.0;
     var sx_hi = 0.0;
     let one = vec4<f32>(1.0);
+    // Neighbouring invocations (j = 0..7) start 4 or 16 vec4s apart in x, so at step i
+    // those of even j would all read one bank group of workgroup memory (those of odd j
+    // another): each takes its 4 vec4s in an order rotated by g, which spreads the 8
+    // reads over 8 bank groups.
+    let q = rot4(t.qv, g);
     for (var i = 0u; i < 4u; i++) {
-        let xl = xin(e + i);
-        let xh = xin(e + 8u + i);
-        lo += dot(bytes4(t.qv[i] & 0x0F0F0F0Fu), xl);
-        hi += dot(bytes4((t.qv[i] >> 4u) & 0x0F0F0F0Fu), xh);
+        let k = (i + g) & 3u;
+        let xl = xin(e + k);
+        let xh = xin(e + 8u + k);
+        lo += dot(bytes4(q[i] & 0x0F0F0F0Fu), xl);
+        hi += dot(bytes4((q[i] >> 4u) & 0x0F0F0F0Fu), xh);
         sx_lo += dot(one, xl);
         sx_hi += dot(one, xh);
     }
