@@ -20,21 +20,22 @@ fn chunk_load(row_byte: u32, c: u32) -> Chunk {
     return Chunk(w4[b >> 4u], w4[(b + 16u + 16u * (c % 8u)) >> 4u]);
 }
 
-// Byte i (< 12) of the scales held in head.yzw.
-fn k4_reg_byte(head: vec4<u32>, i: u32) -> u32 {
-    let word = select(select(head.w, head.z, i < 8u), head.y, i < 4u);
-    return (word >> (8u * (i % 4u))) & 0xFFu;
-}
-
-// k4_scale_min (k4_scales.wgsl) of sub-block j from the block head in registers.
-fn k4_reg_scale_min(head: vec4<u32>, j: u32) -> vec2<f32> {
-    if (j < 4u) {
-        return vec2<f32>(f32(k4_reg_byte(head, j) & 63u), f32(k4_reg_byte(head, j + 4u) & 63u));
-    }
-    let a = k4_reg_byte(head, j + 4u);
-    let lo = (a & 15u) | ((k4_reg_byte(head, j - 4u) >> 6u) << 4u);
-    let hi = (a >> 4u) | ((k4_reg_byte(head, j) >> 6u) << 4u);
-    return vec2<f32>(f32(lo), f32(hi));
+// The scales and mins of sub-blocks 2g and 2g + 1 (k4_scale_min in k4_scales.wgsl) from
+// the block head in registers, as (scale 2g, min 2g, scale 2g+1, min 2g+1). Both
+// sub-blocks take the same case (g < 2: plain 6-bit fields; g >= 2: nibbles of bytes
+// 8.. with top bits from bytes 0.. and 4..), and the 16-bit halves of the three scale
+// words at g % 2 hold every byte either case reads, so all invocations run one
+// branch-free sequence (neighbouring invocations differ in g: a per-sub-block branch made
+// each subgroup run both cases).
+fn k4_reg_scales(head: vec4<u32>, g: u32) -> vec4<f32> {
+    let sh = 16u * (g & 1u);
+    let y = (head.y >> sh) & 0xFFFFu; // bytes 2k, 2k + 1
+    let z = (head.z >> sh) & 0xFFFFu; // bytes 4 + 2k, 5 + 2k
+    let v = (head.w >> sh) & 0xFFFFu; // bytes 8 + 2k, 9 + 2k
+    let high = g >= 2u;
+    let sc = select(y & 0x3F3Fu, (v & 0x0F0Fu) | ((y & 0xC0C0u) >> 2u), high);
+    let mn = select(z & 0x3F3Fu, ((v >> 4u) & 0x0F0Fu) | ((z & 0xC0C0u) >> 2u), high);
+    return vec4<f32>(f32(sc & 0xFFu), f32(mn & 0xFFu), f32(sc >> 8u), f32(mn >> 8u));
 }
 
 // v's words rotated left by r (< 4): word i of the result is word (i + r) % 4 of v.
@@ -47,8 +48,9 @@ fn chunk_dot(t: Chunk, row_byte: u32, c: u32, xo: u32) -> f32 {
     let j = c % 8u;
     let g = j / 2u;
     let dm = unpack2x16float(t.head.x);
-    let s0 = k4_reg_scale_min(t.head, 2u * g);
-    let s1 = k4_reg_scale_min(t.head, 2u * g + 1u);
+    let sm = k4_reg_scales(t.head, g);
+    let s0 = sm.xy;
+    let s1 = sm.zw;
     // x vec4 of element 16(j%2) of sub-block 2g; sub-block 2g+1 is 32 elements (8 vec4) on.
     let e = xo + (c / 8u) * 64u + 16u * g + 4u * (j % 2u);
     var lo = 0.0;
