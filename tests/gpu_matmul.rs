@@ -82,6 +82,15 @@ fn cols_for(ty: GgmlType) -> usize {
     }
 }
 
+/// Columns of at most 1024 (within the matvec's PRELOAD_MAX_COLS) for blocks of `ty`.
+fn short_cols(ty: GgmlType) -> usize {
+    match ty.block_elems() {
+        1 => 520,
+        32 => 640,
+        _ => 768,
+    }
+}
+
 /// `rows` random rows of type `ty`: plain floats in [-1, 1), or random bytes (every quant
 /// bit pattern) whose f16 scale fields are overwritten by finite values of both signs.
 fn random_matrix(rng: &mut ChaCha8Rng, ty: GgmlType, cols: usize, rows: usize) -> Vec<u8> {
@@ -461,8 +470,9 @@ fn folded_matvec_of_many_rows_matches_cpu() {
 
 /// A matvec that folds in the residual step before it (`ResidualIn`) against the CPU ops
 /// it replaces: `x' = (x + rms_norm(a; post)) · scale`, then the matmul of `rms_norm(x';
-/// pre)` (or of x' itself), with x' stored to its own buffer. Every type, both reduction
-/// variants, offsets on every vector, the plain and the gated (per-layer-embedding) matvec.
+/// pre)` (or of x' itself), with x' stored to its own buffer. Every type at two row lengths
+/// (weights loaded before the step and after it), both reduction variants, offsets on every
+/// vector, the plain and the gated (per-layer-embedding) matvec.
 /// The staged input differs from the CPU's by the order of the norms' sums (a few ulp),
 /// so the products keep TOL; x' (one rounding per op, same order) is held to 1e-6.
 #[test]
@@ -471,52 +481,55 @@ fn matvec_residual_input_matches_cpu() {
     let mut rng = ChaCha8Rng::seed_from_u64(19);
     for k in variants() {
         for &ty in TYPES {
-            let (cols, rows, eps) = (cols_for(ty), 37, 1e-6);
-            let data = random_matrix(&mut rng, ty, cols, rows);
-            let m = QMatrix::new(ty, cols, rows, &data).unwrap();
-            let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
-            for (pre_norm, scale) in [(true, 0.7f32), (false, 1.0)] {
-                let (a, x) = (rand_vec(&mut rng, 3 + cols), rand_vec(&mut rng, 4 + cols));
-                let (post, pre) = (rand_vec(&mut rng, cols), rand_vec(&mut rng, cols));
-                let mut want_x = x[4..].to_vec();
-                ops::rms_norm_to(&a[3..], &mut want_x, cols, Some(&post), eps, true);
-                want_x.iter_mut().for_each(|v| *v *= scale);
-                let mut input = want_x.clone();
-                if pre_norm {
-                    ops::rms_norm(&mut input, cols, Some(&pre), eps);
-                }
-                let want = ops::matmul(&input, 1, &m).unwrap();
-                let (ab, xb, postb, preb) = (up(&k, &a), up(&k, &x), up(&k, &post), up(&k, &pre));
-                let other = rand_vec(&mut rng, rows);
-                let ob = up(&k, &other);
-                for gated in [false, true] {
-                    let xo = up(&k, &vec![SENTINEL; 2 + cols + 1]);
-                    let r = ResidualIn {
-                        a: (&ab, 3),
-                        x_in: (&xb, 4),
-                        x_out: (&xo, 2),
-                        post: &postb,
-                        pre: pre_norm.then_some(&preb),
-                        scale,
-                        eps,
-                    };
-                    let got = run(&k, rows + 1, |b, y| match gated {
-                        false => matvec_input(&k, b, &w, MatvecIn::Residual(r), y, 0).unwrap(),
-                        true => matvec_gelu_mul(&k, b, &w, MatvecIn::Residual(r), &ob, 0, y, 0).unwrap(),
-                    });
-                    let what = format!("{ty} {} pre {pre_norm} gated {gated}", variant_name(&k));
-                    assert_eq!(got[rows], SENTINEL, "{what}: writes outside y");
-                    let mut want = want.clone();
-                    if gated {
-                        ops::geglu(&mut want, &other);
+            // Rows past PRELOAD_MAX_COLS load their weights after the step, shorter ones before it.
+            for cols in [cols_for(ty), short_cols(ty)] {
+                let (rows, eps) = (37, 1e-6);
+                let data = random_matrix(&mut rng, ty, cols, rows);
+                let m = QMatrix::new(ty, cols, rows, &data).unwrap();
+                let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+                for (pre_norm, scale) in [(true, 0.7f32), (false, 1.0)] {
+                    let (a, x) = (rand_vec(&mut rng, 3 + cols), rand_vec(&mut rng, 4 + cols));
+                    let (post, pre) = (rand_vec(&mut rng, cols), rand_vec(&mut rng, cols));
+                    let mut want_x = x[4..].to_vec();
+                    ops::rms_norm_to(&a[3..], &mut want_x, cols, Some(&post), eps, true);
+                    want_x.iter_mut().for_each(|v| *v *= scale);
+                    let mut input = want_x.clone();
+                    if pre_norm {
+                        ops::rms_norm(&mut input, cols, Some(&pre), eps);
                     }
-                    let e = max_rel(&got[..rows], &want);
-                    assert!(e < 2.0 * TOL, "{what}: rel err {e}");
-                    let got_x = kernel::read_f32(&k.gpu, &xo, 0, 2 + cols + 1).unwrap();
-                    assert!(got_x[..2].iter().chain(got_x.last()).all(|&v| v == SENTINEL), "{what}: x' written outside");
-                    let e = max_rel(&got_x[2..2 + cols], &want_x);
-                    assert!(e < 1e-6, "{what}: x' rel err {e}");
-                    assert_eq!(kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap(), x, "{what}: x_in untouched");
+                    let want = ops::matmul(&input, 1, &m).unwrap();
+                    let (ab, xb, postb, preb) = (up(&k, &a), up(&k, &x), up(&k, &post), up(&k, &pre));
+                    let other = rand_vec(&mut rng, rows);
+                    let ob = up(&k, &other);
+                    for gated in [false, true] {
+                        let xo = up(&k, &vec![SENTINEL; 2 + cols + 1]);
+                        let r = ResidualIn {
+                            a: (&ab, 3),
+                            x_in: (&xb, 4),
+                            x_out: (&xo, 2),
+                            post: &postb,
+                            pre: pre_norm.then_some(&preb),
+                            scale,
+                            eps,
+                        };
+                        let got = run(&k, rows + 1, |b, y| match gated {
+                            false => matvec_input(&k, b, &w, MatvecIn::Residual(r), y, 0).unwrap(),
+                            true => matvec_gelu_mul(&k, b, &w, MatvecIn::Residual(r), &ob, 0, y, 0).unwrap(),
+                        });
+                        let what = format!("{ty} {} pre {pre_norm} gated {gated}", variant_name(&k));
+                        assert_eq!(got[rows], SENTINEL, "{what}: writes outside y");
+                        let mut want = want.clone();
+                        if gated {
+                            ops::geglu(&mut want, &other);
+                        }
+                        let e = max_rel(&got[..rows], &want);
+                        assert!(e < 2.0 * TOL, "{what}: rel err {e}");
+                        let got_x = kernel::read_f32(&k.gpu, &xo, 0, 2 + cols + 1).unwrap();
+                        assert!(got_x[..2].iter().chain(got_x.last()).all(|&v| v == SENTINEL), "{what}: x' written outside");
+                        let e = max_rel(&got_x[2..2 + cols], &want_x);
+                        assert!(e < 1e-6, "{what}: x' rel err {e}");
+                        assert_eq!(kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap(), x, "{what}: x_in untouched");
+                    }
                 }
             }
         }

@@ -160,6 +160,15 @@ fn matvec_tpr(chunks: usize, rows: usize, folded: bool) -> usize {
     }
 }
 
+/// A matvec folding in the residual step loads its weight chunks before the step (so
+/// their trip from memory overlaps it) only for rows up to this long. Held in registers
+/// through the step's reductions, they cost the longer rows' dispatches residency: H100
+/// decode, three alternated runs (tok/s), E2B (1536 columns) with every folded matvec
+/// preloading 351.1-357.3, all but [gate; up] 370.8-371.2, none 372.5-378.0 ([gate; up]
+/// 26.6 -> 20.5 us); the 270M layout (640 columns) lost without (1,141-1,311 against
+/// 1,331-1,363).
+const PRELOAD_MAX_COLS: usize = 1024;
+
 /// Chunks each invocation of a row aims to take (see `matvec_tpr`).
 const MATVEC_STEPS: usize = 6;
 
@@ -497,10 +506,11 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let rn = if matches!(input, MatvecIn::Residual(_)) { w.cols } else { 0 };
     let (wg_reduce, tag) = super::reduce(k);
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
-    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
+    let preload = rn <= PRELOAD_MAX_COLS;
+    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}{}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" }, if preload { "" } else { "/np" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
