@@ -73,7 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         load_v(k0, kend - 1u, kvh, lid, &vr);
     }
     let pre = pre_load(sp, lid);
-    load_q(th, lid, pre);
+    load_q(lid, pre);
     new_kv(sp, lid, pre);
     workgroupBarrier();
 

@@ -14,7 +14,7 @@ fn pre_load(sp: Span, lid: u32) -> Pre {
     return Pre(vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]));
 }
 
-fn load_q(th: u32, lid: u32, pre: Pre) {
+fn load_q(lid: u32, pre: Pre) {
     if (lid < HD4) {
         q_s[lid] = pre.q;
     }

@@ -89,7 +89,7 @@ fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, dim: u32, 
 }
 
 // q pair (j, j + half) of head th for invocation j = lid < half.
-fn load_q(th: u32, lid: u32, pre: Pre) {
+fn load_q(lid: u32, pre: Pre) {
     let half = 2u * HD4;
     let j = min(lid, half - 1u);
     let live = lid < half;

@@ -7,12 +7,12 @@
 // shaders/quant/dot_generic.wgsl builds them from dq4) and a workgroup reduction
 // (common/reduce*.wgsl).
 //
-// With a prologue and PRELOAD, every chunk of an invocation's rows is loaded before it,
-// so the weights' trip from memory overlaps the prologue's reads and reductions instead
-// of following them (H100 decode, three alternated runs: 270M 1,150-1,194 -> 1,210-1,219
-// tok/s); the encoder keeps that to short rows, where the registers it holds through the
-// prologue do not cost residency (see PRELOAD_MAX_COLS in matmul.rs). Without a
-// prologue, loads stay in the loop: loading every chunk first there too cost E2B 6%
+// With PRELOAD (set only with a prologue), every chunk of an invocation's rows is loaded
+// before the prologue, so the weights' trip from memory overlaps its reads and reductions
+// instead of following them (H100 decode, three alternated runs: 270M 1,150-1,194 ->
+// 1,210-1,219 tok/s); the encoder keeps that to short rows, where the registers it holds
+// through the prologue do not cost residency (see PRELOAD_MAX_COLS in matmul.rs). Without
+// a prologue, loads stay in the loop: loading every chunk first there too cost E2B 6%
 // (298-301 against 318-320 tok/s).
 //
 // Prologue (RN > 0, RN = the row length): the residual step of norm/residual_norm.wgsl is
@@ -156,7 +156,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let last = p.chunks - 1u;
     var wr: array<Chunk, CPT>;
     var wu: array<Chunk, CPT>;
-    if (RN > 0u && PRELOAD) {
+    if (PRELOAD) {
         for (var i = 0u; i < CPT; i++) {
             let cc = min(lane + i * TPR, last);
             wr[i] = chunk_load(rb, cc);
@@ -174,14 +174,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let c = lane + i * TPR;
         let cc = min(c, last);
         var t: Chunk;
-        if (RN > 0u && PRELOAD) {
+        if (PRELOAD) {
             t = wr[i];
         } else {
             t = chunk_load(rb, cc);
         }
         acc += select(0.0, chunk_dot(t, rb, cc, p.x_off4), c <= last);
         if (PAIR) {
-            if (RN > 0u && PRELOAD) {
+            if (PRELOAD) {
                 t = wu[i];
             } else {
                 t = chunk_load(rb_up, cc);

@@ -506,8 +506,9 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let rn = if matches!(input, MatvecIn::Residual(_)) { w.cols } else { 0 };
     let (wg_reduce, tag) = super::reduce(k);
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
-    let preload = rn <= PRELOAD_MAX_COLS;
-    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}{}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" }, if preload { "" } else { "/np" });
+    // Follows from rn, which the name already holds.
+    let preload = rn > 0 && rn <= PRELOAD_MAX_COLS;
+    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
         let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\n");
