@@ -22,7 +22,7 @@ pub struct Gpu {
     /// Subgroups may be used and are exactly 32 invocations wide (kernels that lay whole
     /// subgroups over fixed groups of 32 invocations need this).
     pub subgroups_32: bool,
-    /// GPU timestamps can be written between passes (used by `RULLAMA_PROFILE=kernels`).
+    /// GPU timestamps can be written between passes (used by `RULLAMA_PROFILE=kernels` and `=1`).
     pub timestamps: bool,
     /// Cooperative matrices (tensor cores) of 16x16x16 f16 -> f32 on subgroups of 32 may
     /// be used (`shaders/matmul/matmul_coop.wgsl`). `RULLAMA_NO_COOP` turns them off.
@@ -97,8 +97,8 @@ impl Gpu {
         if subgroups {
             required |= wgpu::Features::SUBGROUP;
         }
-        // Timestamps are only wanted by the kernel profiler.
-        let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY) && super::kernel::kernel_profile();
+        // Timestamps are only wanted by the profilers.
+        let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY) && (super::kernel::kernel_profile() || super::kernel::step_profile());
         if timestamps {
             required |= wgpu::Features::TIMESTAMP_QUERY;
         }

@@ -25,8 +25,7 @@ use residual::{Residual, Step};
 
 /// `RULLAMA_PROFILE=1` prints where each step's time goes (recording, submission, waiting).
 fn profile() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "1"))
+    super::kernel::step_profile()
 }
 
 /// Largest number of tokens evaluated in one pass; longer prompts run in chunks.

@@ -340,6 +340,11 @@ impl Batch {
             return Ok(gpu.queue.submit([]));
         }
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("batch") });
+        let mut guard = span_timer(&gpu);
+        let slot = guard.as_mut().and_then(|g| g.as_mut()).and_then(SpanTimer::claim);
+        let spans = guard.as_ref().and_then(|g| g.as_ref());
+        let last = self.steps.iter().rposition(|s| matches!(s, Step::Dispatch(_)));
+        let mut first = true;
         let mut i = 0;
         while i < self.steps.len() {
             match &self.steps[i] {
@@ -348,7 +353,18 @@ impl Batch {
                     i += 1;
                 }
                 Step::Dispatch(_) => {
-                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                    // Under RULLAMA_PROFILE=1 the first pass starts and the last one ends the batch's span.
+                    let has_last = last.is_some_and(|l| self.steps[i..=l].iter().all(|s| matches!(s, Step::Dispatch(_))));
+                    let timestamp_writes = match (slot, spans) {
+                        (Some(q), Some(t)) if first || has_last => Some(wgpu::ComputePassTimestampWrites {
+                            query_set: &t.set,
+                            beginning_of_pass_write_index: first.then_some(2 * q),
+                            end_of_pass_write_index: has_last.then_some(2 * q + 1),
+                        }),
+                        _ => None,
+                    };
+                    first = false;
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
                     while let Some(Step::Dispatch(d)) = self.steps.get(i) {
                         pass.set_pipeline(&d.kernel.pipeline);
                         pass.set_bind_group(0, &d.bind, &[d.param_offset]);
@@ -358,6 +374,10 @@ impl Batch {
                 }
             }
         }
+        if let (Some(q), Some(t)) = (slot, spans) {
+            enc.resolve_query_set(&t.set, 2 * q..2 * q + 2, &t.resolved, wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT * q as u64);
+        }
+        drop(guard);
         let index = gpu.queue.submit([enc.finish()]);
         // Validation errors arrive through the device's error handler (an error scope
         // here would cost a round trip per submission).
@@ -366,6 +386,73 @@ impl Batch {
             None => Ok(index),
         }
     }
+}
+
+/// `RULLAMA_PROFILE=1`: host and GPU time per batch (a decode step is one batch).
+pub(crate) fn step_profile() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "1"))
+}
+
+/// GPU time from the start of each batch's first pass to the end of its last, under
+/// `RULLAMA_PROFILE=1`: two timestamps per batch, so unlike `RULLAMA_PROFILE=kernels` the
+/// batch runs as it does unprofiled. Comparing it with the host's time per step says which
+/// of the two sets the pace.
+struct SpanTimer {
+    set: wgpu::QuerySet,
+    resolved: wgpu::Buffer,
+    used: u32,
+}
+
+/// Batches timed until `batch_span_report` reads them.
+const SPAN_SLOTS: u32 = 2048;
+
+static SPANS: Mutex<Option<SpanTimer>> = Mutex::new(None);
+
+impl SpanTimer {
+    fn claim(&mut self) -> Option<u32> {
+        (self.used < SPAN_SLOTS).then(|| {
+            self.used += 1;
+            self.used - 1
+        })
+    }
+}
+
+fn span_timer(gpu: &Gpu) -> Option<std::sync::MutexGuard<'static, Option<SpanTimer>>> {
+    if !step_profile() || !gpu.timestamps {
+        return None;
+    }
+    let mut t = SPANS.lock().expect("span lock");
+    if t.is_none() {
+        let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("batch spans"), ty: wgpu::QueryType::Timestamp, count: 2 * SPAN_SLOTS });
+        let resolved = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("batch spans"),
+            size: wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT * SPAN_SLOTS as u64,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        *t = Some(SpanTimer { set, resolved, used: 0 });
+    }
+    Some(t)
+}
+
+/// GPU (start, end) per batch (µs from the first batch's start) of the batches submitted
+/// since the last call, in order (waits for the GPU); empty unless `RULLAMA_PROFILE=1` on
+/// a device with timestamps.
+pub fn batch_spans(gpu: &Gpu) -> Result<Vec<(f64, f64)>> {
+    let Some(mut guard) = span_timer(gpu) else { return Ok(Vec::new()) };
+    let t = guard.as_mut().expect("span timer made");
+    let n = std::mem::take(&mut t.used);
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    // Each batch's pair sits at the start of its own resolve-aligned slot.
+    let stride = wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT as usize / 8;
+    let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&read_back(gpu, &t.resolved, 0, wgpu::QUERY_RESOLVE_BUFFER_ALIGNMENT * n as u64)?);
+    let period = gpu.queue.get_timestamp_period() as f64;
+    let t0 = ticks[0];
+    let us = |t: u64| t.saturating_sub(t0) as f64 * period / 1e3;
+    Ok(ticks.chunks(stride).map(|c| (us(c[0]), us(c[1]))).collect())
 }
 
 /// `RULLAMA_PROFILE=kernels`: time every dispatch (slow; for finding the kernels that

@@ -1,5 +1,6 @@
 //! Pipelined decoding: the token a step picks stays on the GPU as the next step's input, so
-//! the host records and submits step i + 1 while the GPU still runs step i, and learns each
+//! the host records and submits later steps while the GPU still runs step i (a submitter
+//! thread encodes and submits each step while the host records the next), and learns each
 //! token from a 4-byte copy it maps afterwards. A step evaluated for a token the caller then
 //! refuses (end of turn, a limit) is dropped from the cache: its KV lies past the cache's
 //! length and is overwritten later.
@@ -12,14 +13,48 @@ use super::{GpuCache, GpuModel};
 use crate::runtime::Sampler;
 use crate::{Error, Result};
 
+/// Steps submitted beyond the one whose token the host waits for. The host records a step
+/// while the submitter encodes the one before; with one step ahead, a token's readback, a
+/// step's recording and its encoding came one after another between the GPU finishing a
+/// step and the next being queued, which left the GPU idle on the 270M layout (H100, three
+/// alternated runs: 1,101-1,259 tok/s one ahead, 1,242-1,353 two, 1,336-1,357 three; E2B
+/// within noise). Grouping two steps per submission instead measured 1,133-1,263.
+const AHEAD: usize = 3;
+
 /// Slots of the on-GPU token ring (steps in flight + 1, rounded up).
-pub(super) const RING: usize = 4;
+pub(super) const RING: usize = 8;
 
 /// A submitted step whose picked token is being copied to a mappable buffer.
 struct Pending {
     staging: wgpu::Buffer,
     index: wgpu::SubmissionIndex,
     mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+}
+
+/// A recorded step for the submitter: its batch, its token's staging buffer and where its
+/// `Pending` goes.
+struct Job {
+    batch: crate::gpu::Batch,
+    staging: wgpu::Buffer,
+    reply: mpsc::Sender<Result<Pending>>,
+}
+
+/// Encode and submit jobs in order until the channel closes, mapping each step's staging
+/// buffer once its batch is submitted (a mapping must follow the submission that copies
+/// into the buffer).
+fn submitter(queue: mpsc::Receiver<Job>) {
+    for job in queue {
+        let t0 = std::time::Instant::now();
+        let pending = job.batch.submit_indexed().map(|index| {
+            let (tx, mapped) = mpsc::channel();
+            job.staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+            Pending { staging: job.staging, index, mapped }
+        });
+        host_add(1, t0.elapsed());
+        let _ = job.reply.send(pending);
+    }
 }
 
 /// Host time per decode step under `RULLAMA_PROFILE=1` (nanoseconds: recording,
@@ -67,12 +102,26 @@ impl GpuModel {
             let n = submitted.max(1) as f64;
             let us = |i: usize| HOST[i].swap(0, Ordering::Relaxed) as f64 / 1e3 / n;
             eprintln!("profile: decode per step: record {:.1} us, submit {:.1} us, wait {:.1} us ({submitted} steps)", us(0), us(1), us(2));
+            // The last `submitted` batches are the steps; any before them, the prompt's.
+            let spans = crate::gpu::kernel::batch_spans(&self.k.gpu)?;
+            let steps = &spans[spans.len().saturating_sub(submitted)..];
+            let median = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied().unwrap_or(0.0)
+            };
+            if steps.len() > 1 {
+                let busy = median(steps.iter().map(|s| s.1 - s.0).collect());
+                let gap = median(steps.windows(2).map(|w| w[1].0 - w[0].1).collect());
+                eprintln!("profile: decode GPU per batch: span {busy:.1} us, idle before the next {gap:.1} us (medians)");
+            }
         }
         result
     }
 
     /// The pipeline of `decode_pipelined`, from the cache's current length; `counts` tracks
-    /// (tokens accepted, steps submitted) whatever the outcome.
+    /// (tokens accepted, steps submitted) whatever the outcome. The host records each step
+    /// while a submitter thread encodes and submits the one before (wgpu's encoding costs
+    /// about as much host time as the recording), so both run in parallel with the GPU.
     fn run_steps(
         &self,
         cache: &GpuCache,
@@ -82,22 +131,44 @@ impl GpuModel {
         on: &mut dyn FnMut(u32) -> Result<bool>,
         counts: &mut (usize, usize),
     ) -> Result<()> {
+        std::thread::scope(|sc| {
+            let (jobs, queue) = mpsc::channel::<Job>();
+            sc.spawn(move || submitter(queue));
+            // Dropping `jobs` on return lets the submitter finish what it holds and stop.
+            self.step_loop(cache, sampler, history, cancel, on, counts, jobs)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn step_loop(
+        &self,
+        cache: &GpuCache,
+        sampler: &mut Sampler,
+        history: &[u32],
+        cancel: &AtomicBool,
+        on: &mut dyn FnMut(u32) -> Result<bool>,
+        counts: &mut (usize, usize),
+        jobs: mpsc::Sender<Job>,
+    ) -> Result<()> {
         let base = cache.len;
         let (accepted, submitted) = counts;
-        let mut pending: VecDeque<Pending> = VecDeque::new();
+        let mut pending: VecDeque<mpsc::Receiver<Result<Pending>>> = VecDeque::new();
         loop {
-            // Step i feeds token i: submit it once token i - 1 was accepted (token i itself
-            // may still be unknown to the host: one step runs ahead), while the cache has room.
-            while *submitted <= *accepted && base + *submitted < cache.capacity {
+            // Step i feeds token i: submit it once token i - AHEAD was accepted (the host
+            // does not know the tokens of the steps in between yet), while the cache has room.
+            while *submitted < *accepted + AHEAD && base + *submitted < cache.capacity {
                 let u = if sampler.opts.temperature > 0.0 { sampler.draw() } else { 0.0 };
                 // Step i's input token is history entry history.len() + i.
-                pending.push_back(self.submit_step(cache, base + *submitted, *submitted % RING, history.len() + *submitted, &sampler.opts, u)?);
+                let (job, reply) = self.record_step(cache, base + *submitted, *submitted % RING, history.len() + *submitted, &sampler.opts, u)?;
+                pending.push_back(reply);
+                jobs.send(job).map_err(|_| Error::Gpu("the decode submitter stopped".into()))?;
                 *submitted += 1;
             }
             let Some(p) = pending.pop_front() else {
                 // The cache is full: nothing can be fed, so the caller's next token cannot exist.
                 return Err(Error::Input(format!("the context of {} tokens is full", cache.capacity)));
             };
+            let p = p.recv().map_err(|_| Error::Gpu("the decode submitter stopped".into()))??;
             let id = self.read_token(p)?;
             if cancel.load(Ordering::Relaxed) {
                 return Err(Error::Cancelled);
@@ -109,9 +180,10 @@ impl GpuModel {
         }
     }
 
-    /// Record and submit the step that feeds the token in ring slot `slot` at position `pos`
-    /// (history entry `hist_idx`) and picks the next into the following slot.
-    fn submit_step(&self, cache: &GpuCache, pos: usize, slot: usize, hist_idx: usize, o: &crate::runtime::SamplingOptions, u: f32) -> Result<Pending> {
+    /// Record the step that feeds the token in ring slot `slot` at position `pos` (history
+    /// entry `hist_idx`) and picks the next into the following slot, with the receiver of
+    /// its `Pending` once the submitter has submitted it.
+    fn record_step(&self, cache: &GpuCache, pos: usize, slot: usize, hist_idx: usize, o: &crate::runtime::SamplingOptions, u: f32) -> Result<(Job, mpsc::Receiver<Result<Pending>>)> {
         let gpu = &self.k.gpu;
         let s = &cache.s;
         let out = (slot + 1) % RING;
@@ -130,15 +202,9 @@ impl GpuModel {
             mapped_at_creation: false,
         });
         b.copy(&s.ring, (out * 4) as u64, &staging, 0, 4);
-        let recorded = t0.elapsed();
-        let index = b.submit_indexed()?;
-        host_add(0, recorded);
-        host_add(1, t0.elapsed() - recorded);
-        let (tx, mapped) = mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        Ok(Pending { staging, index, mapped })
+        host_add(0, t0.elapsed());
+        let (reply, rx) = mpsc::channel();
+        Ok((Job { batch: b, staging, reply }, rx))
     }
 
     /// Wait for a step and read the token it picked.
