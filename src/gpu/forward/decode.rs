@@ -134,50 +134,36 @@ impl GpuModel {
         std::thread::scope(|sc| {
             let (jobs, queue) = mpsc::channel::<Job>();
             sc.spawn(move || submitter(queue));
-            // Dropping `jobs` on return lets the submitter finish what it holds and stop.
-            self.step_loop(cache, sampler, history, cancel, on, counts, jobs)
+            // Returning drops `jobs`, which lets the submitter finish what it holds and stop.
+            let base = cache.len;
+            let (accepted, submitted) = counts;
+            let mut pending: VecDeque<mpsc::Receiver<Result<Pending>>> = VecDeque::new();
+            loop {
+                // Step i feeds token i: submit it once token i - AHEAD was accepted (the host
+                // does not know the tokens of the steps in between yet), while the cache has room.
+                while *submitted < *accepted + AHEAD && base + *submitted < cache.capacity {
+                    let u = if sampler.opts.temperature > 0.0 { sampler.draw() } else { 0.0 };
+                    // Step i's input token is history entry history.len() + i.
+                    let (job, reply) = self.record_step(cache, base + *submitted, *submitted % RING, history.len() + *submitted, &sampler.opts, u)?;
+                    pending.push_back(reply);
+                    jobs.send(job).map_err(|_| Error::Gpu("the decode submitter stopped".into()))?;
+                    *submitted += 1;
+                }
+                let Some(p) = pending.pop_front() else {
+                    // The cache is full: nothing can be fed, so the caller's next token cannot exist.
+                    return Err(Error::Input(format!("the context of {} tokens is full", cache.capacity)));
+                };
+                let p = p.recv().map_err(|_| Error::Gpu("the decode submitter stopped".into()))??;
+                let id = self.read_token(p)?;
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(Error::Cancelled);
+                }
+                if !on(id)? {
+                    return Ok(());
+                }
+                *accepted += 1;
+            }
         })
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn step_loop(
-        &self,
-        cache: &GpuCache,
-        sampler: &mut Sampler,
-        history: &[u32],
-        cancel: &AtomicBool,
-        on: &mut dyn FnMut(u32) -> Result<bool>,
-        counts: &mut (usize, usize),
-        jobs: mpsc::Sender<Job>,
-    ) -> Result<()> {
-        let base = cache.len;
-        let (accepted, submitted) = counts;
-        let mut pending: VecDeque<mpsc::Receiver<Result<Pending>>> = VecDeque::new();
-        loop {
-            // Step i feeds token i: submit it once token i - AHEAD was accepted (the host
-            // does not know the tokens of the steps in between yet), while the cache has room.
-            while *submitted < *accepted + AHEAD && base + *submitted < cache.capacity {
-                let u = if sampler.opts.temperature > 0.0 { sampler.draw() } else { 0.0 };
-                // Step i's input token is history entry history.len() + i.
-                let (job, reply) = self.record_step(cache, base + *submitted, *submitted % RING, history.len() + *submitted, &sampler.opts, u)?;
-                pending.push_back(reply);
-                jobs.send(job).map_err(|_| Error::Gpu("the decode submitter stopped".into()))?;
-                *submitted += 1;
-            }
-            let Some(p) = pending.pop_front() else {
-                // The cache is full: nothing can be fed, so the caller's next token cannot exist.
-                return Err(Error::Input(format!("the context of {} tokens is full", cache.capacity)));
-            };
-            let p = p.recv().map_err(|_| Error::Gpu("the decode submitter stopped".into()))??;
-            let id = self.read_token(p)?;
-            if cancel.load(Ordering::Relaxed) {
-                return Err(Error::Cancelled);
-            }
-            if !on(id)? {
-                return Ok(());
-            }
-            *accepted += 1;
-        }
     }
 
     /// Record the step that feeds the token in ring slot `slot` at position `pos` (history
