@@ -15,7 +15,6 @@ const SHADER: &str = "
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     if (l == 0u) {
         let v = b[0];
-        workgroupBarrier();
         if (wg.x == 0u) {
             b[0] = v + 1u;
         } else {

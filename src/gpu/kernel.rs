@@ -343,7 +343,8 @@ impl Batch {
         let mut guard = span_timer(&gpu);
         let slot = guard.as_mut().and_then(|g| g.as_mut()).and_then(SpanTimer::claim);
         let spans = guard.as_ref().and_then(|g| g.as_ref());
-        let last = self.steps.iter().rposition(|s| matches!(s, Step::Dispatch(_)));
+        // Only a timed batch needs to know where its last pass begins.
+        let last = slot.and_then(|_| self.steps.iter().rposition(|s| matches!(s, Step::Dispatch(_))));
         let mut first = true;
         let mut i = 0;
         while i < self.steps.len() {
@@ -404,7 +405,7 @@ struct SpanTimer {
     used: u32,
 }
 
-/// Batches timed until `batch_span_report` reads them.
+/// Batches timed until `batch_spans` reads them.
 const SPAN_SLOTS: u32 = 2048;
 
 static SPANS: Mutex<Option<SpanTimer>> = Mutex::new(None);

@@ -21,8 +21,9 @@ use crate::{Error, Result};
 /// within noise). Grouping two steps per submission instead measured 1,133-1,263.
 const AHEAD: usize = 3;
 
-/// Slots of the on-GPU token ring (steps in flight + 1, rounded up).
-pub(super) const RING: usize = 8;
+/// Slots of the on-GPU token ring: the steps in flight (AHEAD + 1) and the slot the newest
+/// writes, rounded up.
+pub(super) const RING: usize = (AHEAD + 2).next_power_of_two();
 
 /// A submitted step whose picked token is being copied to a mappable buffer.
 struct Pending {
@@ -103,7 +104,11 @@ impl GpuModel {
             let us = |i: usize| HOST[i].swap(0, Ordering::Relaxed) as f64 / 1e3 / n;
             eprintln!("profile: decode per step: record {:.1} us, submit {:.1} us, wait {:.1} us ({submitted} steps)", us(0), us(1), us(2));
             // The last `submitted` batches are the steps; any before them, the prompt's.
-            let spans = crate::gpu::kernel::batch_spans(&self.k.gpu)?;
+            // A failed readback here must not replace the decode's own result.
+            let spans = crate::gpu::kernel::batch_spans(&self.k.gpu).unwrap_or_else(|e| {
+                eprintln!("profile: decode GPU spans unavailable: {e}");
+                Vec::new()
+            });
             let steps = &spans[spans.len().saturating_sub(submitted)..];
             let median = |mut v: Vec<f64>| {
                 v.sort_by(f64::total_cmp);
