@@ -16,9 +16,11 @@
 
 use ash::vk;
 
-/// SPIR-V for `src` as wgpu's Vulkan backend would produce it, and its bindings (binding,
-/// is uniform).
-fn spirv(src: &str) -> Result<(Vec<u32>, Vec<(u32, bool)>), String> {
+/// A kernel's bindings: (binding, is uniform).
+type Bindings = Vec<(u32, bool)>;
+
+/// SPIR-V for `src` as wgpu's Vulkan backend would produce it, and its bindings.
+fn spirv(src: &str) -> Result<(Vec<u32>, Bindings), String> {
     let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
         .validate(&module)
