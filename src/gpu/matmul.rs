@@ -375,12 +375,13 @@ fn plain_matmul(
 }
 
 /// Elements per chunk of the matvec kernel for `ty` (the `CH` of its chunk dot product):
-/// 32 for Q4_K (16-byte loads), 8 for the other types with their own (so a row's invocations
-/// read contiguously), else 4.
+/// 32 for Q4_K (16-byte loads), 16 for Q6_K (a byte's four 2-bit pairs), 8 for the other
+/// types with their own (so a row's invocations read contiguously), else 4.
 fn matvec_chunk(ty: GgmlType) -> usize {
     match ty {
         GgmlType::Q4_K => 32,
-        GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q6_K => 8,
+        GgmlType::Q6_K => 16,
+        GgmlType::Q8_0 | GgmlType::Q5_0 => 8,
         _ => 4,
     }
 }
