@@ -186,8 +186,9 @@ const FOLDED_PAIR_ROWS: usize = 4096;
 /// chunks, 16 invocations per row: a workgroup takes 16 rows instead of 8 and each
 /// invocation more chunks. H100 decode, alternated runs (tok/s): Gemma 3 270M layout
 /// (Q8_0, 80 chunks a row) 1,147-1,164 at 32 per row, 1,155-1,186 at 16 (six runs each),
-/// 1,179-1,187 at 8 (three), 1,093-1,113 at 64; Gemma 4 E2B (Q6_K, 192 chunks) 310.6-314.3
-/// against 311.8-315.1, within noise. Longer rows (wider models) were not measured.
+/// 1,179-1,187 at 8 (three), 1,093-1,113 at 64; Gemma 4 E2B (Q6_K, then 192 chunks of 8
+/// elements, now 96 of 16) 310.6-314.3 against 311.8-315.1, within noise. Longer rows
+/// (wider models) were not measured.
 const HEAD_ROWS: usize = 65536;
 const HEAD_CHUNKS: usize = 192;
 
