@@ -9,6 +9,9 @@
 
 use ash::vk;
 
+#[path = "common/vk_device.rs"]
+mod vk_device;
+
 const SHADER: &str = "
 @group(0) @binding(0) var<storage, read_write> b: array<u32>;
 @compute @workgroup_size(64)
@@ -46,16 +49,8 @@ fn main() {
 
 unsafe fn run(n: u32) {
     unsafe {
-        let entry = ash::Entry::load().expect("libvulkan");
-        let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_2);
-        let instance = entry.create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None).expect("instance");
-        let pds = instance.enumerate_physical_devices().expect("devices");
-        let pd = *pds
-            .iter()
-            .find(|&&p| instance.get_physical_device_properties(p).device_type == vk::PhysicalDeviceType::DISCRETE_GPU)
-            .unwrap_or(&pds[0]);
+        let (_entry, instance, pd) = vk_device::pick(vk::API_VERSION_1_2);
         let props = instance.get_physical_device_properties(pd);
-        println!("device: {:?}", props.device_name_as_c_str().unwrap_or_default());
         let period = props.limits.timestamp_period as f64;
         let families = instance.get_physical_device_queue_family_properties(pd);
         let qf = families.iter().position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS)).expect("queue") as u32;

@@ -16,6 +16,9 @@
 
 use ash::vk;
 
+#[path = "common/vk_device.rs"]
+mod vk_device;
+
 /// A kernel's bindings: (binding, is uniform).
 type Bindings = Vec<(u32, bool)>;
 
@@ -65,16 +68,7 @@ fn main() {
 
 unsafe fn run(files: &[std::path::PathBuf]) {
     unsafe {
-        let entry = ash::Entry::load().expect("libvulkan");
-        let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_3);
-        let instance = entry.create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None).expect("instance");
-        let pds = instance.enumerate_physical_devices().expect("devices");
-        let pd = *pds
-            .iter()
-            .find(|&&p| instance.get_physical_device_properties(p).device_type == vk::PhysicalDeviceType::DISCRETE_GPU)
-            .unwrap_or(&pds[0]);
-        let props = instance.get_physical_device_properties(pd);
-        println!("device: {:?}", props.device_name_as_c_str().unwrap_or_default());
+        let (_entry, instance, pd) = vk_device::pick(vk::API_VERSION_1_3);
         let has = |name: &std::ffi::CStr| {
             instance.enumerate_device_extension_properties(pd).unwrap_or_default().iter().any(|e| e.extension_name_as_c_str() == Ok(name))
         };
