@@ -108,7 +108,10 @@ impl Kernels {
         // For examples/pipeline_stats.rs: every kernel's composed source, under its name.
         if let Ok(dir) = std::env::var("RULLAMA_DUMP_WGSL") {
             let file: String = src.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();
-            let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{file}.wgsl")), &src.code);
+            let path = std::path::Path::new(&dir).join(format!("{file}.wgsl"));
+            if let Err(e) = std::fs::write(&path, &src.code) {
+                eprintln!("RULLAMA_DUMP_WGSL: cannot write {}: {e}", path.display());
+            }
         }
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let desc = wgpu::ShaderModuleDescriptor {
