@@ -53,6 +53,13 @@ fn spirv(src: &str) -> Result<(Vec<u32>, Bindings), String> {
     Ok((code, bindings))
 }
 
+/// The kernel at `path` translated by `spirv`, or None after printing why not.
+fn translate(path: &std::path::Path) -> Option<(Vec<u32>, Bindings)> {
+    let name = path.file_stem().unwrap_or_default().to_string_lossy();
+    let r = std::fs::read_to_string(path).map_err(|e| format!("unreadable: {e}")).and_then(|s| spirv(&s).map_err(|e| format!("does not translate: {}", e.lines().next().unwrap_or_default())));
+    r.map_err(|e| println!("{name}: {e}")).ok()
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let dir = args.next().expect("usage: pipeline_stats DIR [name filter]");
@@ -76,9 +83,7 @@ unsafe fn run(files: &[std::path::PathBuf]) {
             // Still worth running: every kernel is translated.
             println!("the driver does not report pipeline statistics (VK_KHR_pipeline_executable_properties)");
             for path in files {
-                if let Err(e) = std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|s| spirv(&s)) {
-                    println!("{}: does not translate: {}", path.display(), e.lines().next().unwrap_or_default());
-                }
+                let _ = translate(path);
             }
             return;
         }
@@ -112,20 +117,7 @@ unsafe fn run(files: &[std::path::PathBuf]) {
         let exe = ash::khr::pipeline_executable_properties::Device::new(&instance, &device);
         for path in files {
             let name = path.file_stem().unwrap_or_default().to_string_lossy();
-            let src = match std::fs::read_to_string(path) {
-                Ok(s) => s,
-                Err(e) => {
-                    println!("{name}: unreadable: {e}");
-                    continue;
-                }
-            };
-            let (code, bindings) = match spirv(&src) {
-                Ok(x) => x,
-                Err(e) => {
-                    println!("{name}: does not translate: {}", e.lines().next().unwrap_or_default());
-                    continue;
-                }
-            };
+            let Some((code, bindings)) = translate(path) else { continue };
             let layout_bindings: Vec<_> = bindings
                 .iter()
                 .map(|&(b, uniform)| {

@@ -31,33 +31,24 @@ fn chunk_load(row_byte: u32, c: u32) -> Chunk {
     return Chunk(vec2<u32>(w[a], w[a + 1u]), vec2<u32>(w[a + 8u], w[a + 9u]), vec2<u32>(w[h], w[h + 1u]), load_span(p.x + 192u + 8u * p.y), w[(p.x + 208u) >> 2u]);
 }
 
-// The 4 bytes held by a word pair from a 4-aligned (odd = false) or 2-aligned offset.
-fn pair_u32(v: vec2<u32>, odd: bool) -> u32 {
-    return select(v.x, (v.x >> 16u) | (v.y << 16u), odd);
-}
-
-// The low byte of v as a signed value.
-fn sbyte(v: u32) -> f32 {
-    return f32((bitcast<i32>(v) << 24u) >> 24u);
-}
-
 fn chunk_dot(t: Chunk, row_byte: u32, c: u32, xo: u32) -> f32 {
     let p = q6_pos(row_byte, c);
     let odd = (p.x & 2u) != 0u;
     let ql0 = pair_u32(t.ql0, odd);
     let ql1 = pair_u32(t.ql1, odd);
     let qh = pair_u32(t.qh, odd);
-    // Sub-block scales 8h + 2k + l/16 for k < 4: bytes l/16 + 2k of the half's 8.
+    // Sub-block scales 8h + 2k + l/16 for k < 4: bytes l/16 + 2k of the half's 8, so
+    // bytes 0 and 2 of sa (k = 0, 1) and of sb (k = 2, 3).
     let s0 = p.x + 192u + 8u * p.y;
-    let sa = span_u32(t.sc, s0, 0u) >> (8u * (p.z / 16u));
-    let sb = span_u32(t.sc, s0, 4u) >> (8u * (p.z / 16u));
+    let sa = sbytes4(span_u32(t.sc, s0, 0u) >> (8u * (p.z / 16u)));
+    let sb = sbytes4(span_u32(t.sc, s0, 4u) >> (8u * (p.z / 16u)));
     let q0 = (ql0 & 0x0F0F0F0Fu) | ((qh & 0x03030303u) << 4u);
     let q1 = (ql1 & 0x0F0F0F0Fu) | ((qh & 0x0C0C0C0Cu) << 2u);
     let q2 = ((ql0 >> 4u) & 0x0F0F0F0Fu) | (qh & 0x30303030u);
     let q3 = ((ql1 >> 4u) & 0x0F0F0F0Fu) | ((qh >> 2u) & 0x30303030u);
     // x vec4 of element 128h + l; each quarter is 32 elements (8 vec4s) on.
     let e = xo + (c / 16u) * 64u + 32u * p.y + p.z / 4u;
-    let s = sbyte(sa) * dot(bytes4(q0) - 32.0, xin(e)) + sbyte(sa >> 16u) * dot(bytes4(q1) - 32.0, xin(e + 8u))
-        + (sbyte(sb) * dot(bytes4(q2) - 32.0, xin(e + 16u)) + sbyte(sb >> 16u) * dot(bytes4(q3) - 32.0, xin(e + 24u)));
+    let s = sa.x * dot(bytes4(q0) - 32.0, xin(e)) + sa.z * dot(bytes4(q1) - 32.0, xin(e + 8u))
+        + (sb.x * dot(bytes4(q2) - 32.0, xin(e + 16u)) + sb.z * dot(bytes4(q3) - 32.0, xin(e + 24u)));
     return half_of(t.d, p.x + 208u) * s;
 }

@@ -15,9 +15,13 @@ fn load_span(b: u32) -> vec3<u32> {
 // picked by select, not by a dynamic vector index.
 fn span_u32(s: vec3<u32>, b: u32, o: u32) -> u32 {
     let r = (b & 2u) + o;
-    let lo = select(s.x, s.y, r >= 4u);
-    let hi = select(s.y, s.z, r >= 4u);
-    return select(lo, (lo >> 16u) | (hi << 16u), (r & 2u) != 0u);
+    return pair_u32(select(s.xy, s.yz, r >= 4u), (r & 2u) != 0u);
+}
+
+// The 4 bytes held by a pair of consecutive words, from the first's byte 0 (odd = false)
+// or byte 2.
+fn pair_u32(v: vec2<u32>, odd: bool) -> u32 {
+    return select(v.x, (v.x >> 16u) | (v.y << 16u), odd);
 }
 
 // f16_at(b) from the word holding byte b (even).

@@ -23,11 +23,6 @@ mod residual;
 
 use residual::{Residual, Step};
 
-/// `RULLAMA_PROFILE=1` prints where each step's time goes (recording, submission, waiting).
-fn profile() -> bool {
-    super::kernel::step_profile()
-}
-
 /// Largest number of tokens evaluated in one pass; longer prompts run in chunks.
 /// 512 rather than 256: twice the workgroups per prefill matmul, which the smaller layer
 /// matrices need to fill a large GPU (H100, 512-token prompt: Gemma 3 270M layout 20.0k ->
@@ -636,7 +631,7 @@ impl GpuModel {
         let b = self.record_layers(self.batch(cache), &cache.s.ids, 0, n, cache, pos0, Some(cancel))?;
         let recorded = Instant::now();
         b.submit()?;
-        if profile() {
+        if super::kernel::step_profile() {
             eprintln!("profile: {n} tokens: record {:?}, submit {:?}", recorded - t0, recorded.elapsed());
         }
         cache.len = pos0 + n;

@@ -65,7 +65,7 @@ fn submitter(queue: mpsc::Receiver<Job>) {
 static HOST: [std::sync::atomic::AtomicU64; 3] = [const { std::sync::atomic::AtomicU64::new(0) }; 3];
 
 fn host_add(i: usize, d: std::time::Duration) {
-    if super::profile() {
+    if crate::gpu::kernel::step_profile() {
         HOST[i].fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 }
@@ -99,7 +99,7 @@ impl GpuModel {
         // steps' KV is left to be overwritten.
         let (accepted, submitted) = counts;
         cache.len = base + accepted.min(submitted);
-        if super::profile() {
+        if crate::gpu::kernel::step_profile() {
             let n = submitted.max(1) as f64;
             let us = |i: usize| HOST[i].swap(0, Ordering::Relaxed) as f64 / 1e3 / n;
             eprintln!("profile: decode per step: record {:.1} us, submit {:.1} us, wait {:.1} us ({submitted} steps)", us(0), us(1), us(2));
