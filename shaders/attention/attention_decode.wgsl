@@ -9,10 +9,10 @@
 // attention_decode_load.wgsl (q, K and V already normed and rotated, K and V in the caches)
 // or attention_decode_prep.wgsl (this kernel does that per-head work itself, which saves a
 // dispatch per layer). pre_load reads what the per-head work needs (into registers, with
-// the first tile's K and V), load_q fills q_s from it; cached_end says where the keys read
-// from the caches end: before the new position when new_kv prepares that key's K and V
-// itself, which fresh_key then adds after the cached keys (the loops over the caches stay
-// as they are).
+// the first tile's K and V), prepare fills q_s from it; cached_end says where the keys read
+// from the caches end: before the new position when prepare makes that key's K and V (and
+// returns its score) itself, which fresh_key then adds after the cached keys (the loops
+// over the caches stay as they are).
 // finish(th, lid) runs after the store: attention_decode_merge.wgsl's merge of the
 // row's splits by the last of them, or nothing (defined in the header).
 //
@@ -73,8 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         load_v(k0, kend - 1u, kvh, lid, &vr);
     }
     let pre = pre_load(sp, lid);
-    load_q(lid, pre);
-    new_kv(sp, lid, pre);
+    let fresh_score = prepare(sp, lid, pre);
     workgroupBarrier();
 
     let sl = lid % S;
@@ -136,7 +135,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         workgroupBarrier();
     }
     if (kend < k1) {
-        fresh_key(lid, &m, &l, &acc);
+        fresh_key(lid, fresh_score, &m, &l, &acc);
     }
 
     store(g, th, lid, m, l, &acc);

@@ -14,16 +14,15 @@ fn pre_load(sp: Span, lid: u32) -> Pre {
     return Pre(vec4<f32>(q[qb], q[qb + 1u], q[qb + 2u], q[qb + 3u]));
 }
 
-fn load_q(lid: u32, pre: Pre) {
+fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
     if (lid < HD4) {
         q_s[lid] = pre.q;
     }
+    return 0.0;
 }
 
 fn cached_end(sp: Span) -> u32 {
     return sp.k1;
 }
 
-fn new_kv(sp: Span, lid: u32, pre: Pre) {}
-
-fn fresh_key(lid: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, PER>>) {}
+fn fresh_key(lid: u32, s: f32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, PER>>) {}

@@ -7,7 +7,7 @@
 //   reads the other keys from the caches and adds this one last (fresh_key); one of them
 //   per KV head (its group's first query head) stores the row into the caches, which
 //   nothing else in this dispatch reads.
-// Composed with common/reduce*.wgsl and rope/sin_cos.wgsl.
+// Composed with rope/sin_cos.wgsl.
 const NORM: u32 = 1u;
 const WEIGHTED: u32 = 2u;
 const ROPE: u32 = 4u;
@@ -22,10 +22,9 @@ const K_FRESH: u32 = 8u;
 @group(0) @binding(9) var<storage, read> kn: array<f32>;
 @group(0) @binding(10) var<storage, read> vn: array<f32>;
 
-// The new K row after norm and RoPE (unpacked), then packed; the packed V row.
+// The new K and V rows after norm and RoPE, rounded as the caches hold them.
 var<workgroup> kt_s: array<f32, 4u * HD4>;
-var<workgroup> kn_s: array<KC, HD4>;
-var<workgroup> vn_s: array<KV2, (VPER * WG + 1u) / 2u>;
+var<workgroup> vt_s: array<f32, VPER * WG>;
 
 // What this invocation's part of the per-head work reads, loaded together before any of
 // it is used (with the first tile's K and V): one wait on memory instead of one per step
@@ -64,15 +63,15 @@ fn pre_load(sp: Span, lid: u32) -> Pre {
     );
 }
 
-// What a pair (x.x, x.y) = elements (j, j + half) of a head becomes: RMS-normed over the
-// workgroup's pairs (invocations past the head bring zeros) when `flags` ask, times the
-// weights `w` (WEIGHTED), then rotated by RoPE pair j at frequency `fr` and rope factor
-// `f` (ROPE; pre_load makes f 1 where no factors are bound).
-fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, dim: u32, lid: u32) -> vec2<f32> {
+// What a pair (x.x, x.y) = elements (j, j + half) of a head becomes: RMS-normed by its
+// head's sum of squares `ss` when `flags` ask, times the weights `w` (WEIGHTED), then
+// rotated by RoPE pair j at frequency `fr` and rope factor `f` (ROPE; pre_load makes f 1
+// where no factors are bound).
+fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, ss: f32, dim: u32) -> vec2<f32> {
     var v = x;
     // Uniform per workgroup: the flags decide.
     if ((flags & NORM) != 0u) {
-        v *= inverseSqrt(wg_sum(dot(x, x), lid) / f32(dim) + p.eps);
+        v *= inverseSqrt(ss / f32(dim) + p.eps);
         if ((flags & WEIGHTED) != 0u) {
             v *= w;
         }
@@ -88,17 +87,33 @@ fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, dim: u32, 
     return v;
 }
 
-// q pair (j, j + half) of head th for invocation j = lid < half.
-fn load_q(lid: u32, pre: Pre) {
-    let half = 2u * HD4;
-    let j = min(lid, half - 1u);
-    let live = lid < half;
-    let x = select(vec2<f32>(0.0), pre.q, live);
-    let v = head_pair(x, pre.wq, pre.inv_freq, pre.factor, p.q_flags, p.head_dim, lid);
-    if (live) {
-        q_s[j >> 2u][j & 3u] = v.x;
-        q_s[(j + half) >> 2u][(j + half) & 3u] = v.y;
+// Workgroup sums of four values at once, in workgroup memory: each reduction on this
+// kernel's path is a wait of its own, so the heads' three sums of squares share one, and the
+// new key's score takes the second. Two barriers; every invocation adds the same partials
+// in the same order (the same bits everywhere). The second call may start right after the
+// first returns: ss_all is last read before the first call's second barrier and ss_lane
+// after it, before the next call's first.
+var<workgroup> ss_all: array<vec4<f32>, WG>;
+var<workgroup> ss_lane: array<vec4<f32>, 32>;
+
+fn wg_sum4(v: vec4<f32>, lid: u32) -> vec4<f32> {
+    ss_all[lid] = v;
+    workgroupBarrier();
+    if (lid < 32u) {
+        var s = vec4<f32>(0.0);
+        for (var i = lid; i < WG; i += 32u) {
+            s += ss_all[i];
+        }
+        ss_lane[lid] = s;
     }
+    workgroupBarrier();
+    var t = array<vec4<f32>, 4>();
+    for (var i = 0u; i < 32u; i += 4u) {
+        for (var u = 0u; u < 4u; u++) {
+            t[u] += ss_lane[i + u];
+        }
+    }
+    return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
 fn cached_end(sp: Span) -> u32 {
@@ -108,52 +123,61 @@ fn cached_end(sp: Span) -> u32 {
     return sp.k1 - 1u;
 }
 
-fn new_kv(sp: Span, lid: u32, pre: Pre) {
-    if (cached_end(sp) == sp.k1) {
-        return;
-    }
-    // K: invocation j < half holds the RoPE pair (j, j + half); V: invocation i < vh the
-    // neighbours (2i, 2i + 1), which pack together.
+// q pair (j, j + half) of head th into q_s for invocation j = lid < half; in the
+// workgroups whose keys end at the new position also the new K and V (K: invocation
+// j < half holds the RoPE pair (j, j + half); V: invocation i < vh the neighbours (2i,
+// 2i + 1), which pack together), rounded as the caches store them, the new key's score
+// (returned, scaled) and, in one workgroup per KV head, the row stored into the caches.
+// q_s is complete after the caller's barrier; kt_s and vt_s already are on return.
+fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
     let half = 2u * HD4;
     let vh = p.v_head_dim / 2u;
     let j = min(lid, half - 1u);
     let i = min(lid, vh - 1u);
-    let kx = select(vec2<f32>(0.0), pre.k, lid < half);
-    let vx = select(vec2<f32>(0.0), pre.v, lid < vh);
-    let kv = head_pair(kx, pre.wk, pre.inv_freq, pre.factor, p.k_flags, p.head_dim, lid);
-    let vv = head_pair(vx, vec2<f32>(1.0), 0.0, 1.0, p.v_flags & NORM, p.v_head_dim, lid);
+    // Uniform per workgroup.
+    let fresh = cached_end(sp) != sp.k1;
+    let qx = select(vec2<f32>(0.0), pre.q, lid < half);
+    let kx = select(vec2<f32>(0.0), pre.k, fresh && lid < half);
+    let vx = select(vec2<f32>(0.0), pre.v, fresh && lid < vh);
+    let ss = wg_sum4(vec4<f32>(dot(qx, qx), dot(kx, kx), dot(vx, vx), 0.0), lid);
+    let qv = head_pair(qx, pre.wq, pre.inv_freq, pre.factor, p.q_flags, ss.x, p.head_dim);
+    if (lid < half) {
+        q_s[j >> 2u][j & 3u] = qv.x;
+        q_s[(j + half) >> 2u][(j + half) & 3u] = qv.y;
+    }
+    if (!fresh) {
+        return 0.0;
+    }
+    let kv = kv_unpack2(kv_pack2(head_pair(kx, pre.wk, pre.inv_freq, pre.factor, p.k_flags, ss.y, p.head_dim)));
+    let vw = kv_pack2(head_pair(vx, vec2<f32>(1.0), 0.0, 1.0, p.v_flags & NORM, ss.z, p.v_head_dim));
     if (lid < half) {
         kt_s[j] = kv.x;
         kt_s[j + half] = kv.y;
     }
     if (lid < vh) {
-        vn_s[i] = kv_pack2(vv);
+        let v = kv_unpack2(vw);
+        vt_s[2u * i] = v.x;
+        vt_s[2u * i + 1u] = v.y;
     }
-    workgroupBarrier();
-    if (lid < HD4) {
-        kn_s[lid] = kv_pack4(vec4<f32>(kt_s[4u * lid], kt_s[4u * lid + 1u], kt_s[4u * lid + 2u], kt_s[4u * lid + 3u]));
-    }
-    workgroupBarrier();
+    // Invocations past the head hold zeros in qv and kv.
+    let score = wg_sum4(vec4<f32>(dot(qv, kv), 0.0, 0.0, 0.0), lid).x;
     if ((sp.th % p.n_heads) % (p.n_heads / p.kv_heads) == 0u) {
         let at = p.pos0 * p.kv_heads + sp.kvh;
         if (lid < HD4) {
-            kc[at * HD4 + lid] = kn_s[lid];
+            kc[at * HD4 + lid] = kv_pack4(vec4<f32>(kt_s[4u * lid], kt_s[4u * lid + 1u], kt_s[4u * lid + 2u], kt_s[4u * lid + 3u]));
         }
         if (lid < vh) {
             for (var k = 0u; k < V_WORDS; k++) {
-                vc[(at * vh + i) * V_WORDS + k] = v_word(vn_s[i], k);
+                vc[(at * vh + i) * V_WORDS + k] = v_word(vw, k);
             }
         }
     }
+    return score * p.scale;
 }
 
-// The online-softmax step of attention_decode.wgsl for the new key alone.
-fn fresh_key(lid: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, PER>>) {
-    var d = 0.0;
-    if (lid < HD4) {
-        d = dot(q_s[lid], kv_unpack4(kn_s[lid]));
-    }
-    let s = wg_sum(d, lid) * p.scale;
+// The online-softmax step of attention_decode.wgsl for the new key alone (its score `s`
+// from prepare).
+fn fresh_key(lid: u32, s: f32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<function, array<f32, PER>>) {
     let m_new = max(*m, s);
     let alpha = exp(*m - m_new);
     let e = exp(s - m_new);
@@ -162,7 +186,7 @@ fn fresh_key(lid: u32, m: ptr<function, f32>, l: ptr<function, f32>, acc: ptr<fu
     for (var i = 0u; i < VPER; i++) {
         let dd = lid + i * WG;
         if (dd < p.v_head_dim) {
-            (*acc)[i] = (*acc)[i] * alpha + e * kv_unpack2(vn_s[dd >> 1u])[dd & 1u];
+            (*acc)[i] = (*acc)[i] * alpha + e * vt_s[dd];
         }
     }
 }
