@@ -1,6 +1,7 @@
 //! Micro-benchmark of the small decode kernels one at a time: decode attention (split and
 //! merged, as one workgroup per head, and with the new token's norms and RoPE done inside
-//! against head_norm_rope before it) at several depths, the residual step, a matvec
+//! against head_norm_rope before it, and what each part of that costs) at several depths,
+//! the residual step, a matvec
 //! with and without the residual step folded in, the cost of workgroup barriers, and
 //! matvecs whose weights come from memory rather than cache. Each figure is the time per dispatch over
 //! many dependent dispatches of one batch (so it includes the per-dispatch cost a decode
@@ -48,8 +49,19 @@ fn main() -> rullama::Result<()> {
             let split = time(&k, reps, &|b| attention::attention_split(&k, b, &q, 0, 1, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, 0).unwrap());
             let one = time(&k, reps / 4 + 2, &|b| attention::attention(&k, b, &q, 0, 1, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, 0).unwrap());
             let (w, kn, vn) = (f(hd, 1.0), f(hd, 0.2), f(hd, 0.3));
-            let prep = || DecodePrep { q_norm: Some(Some(&w)), fresh: Some(FreshKv { k: &kn, v: &vn, k_norm: Some(Some(&w)), v_norm: true }), eps: 1e-6, base: 1e4, factors: None, pos_scale: 1.0 };
-            let fused = time(&k, reps, &|b| attention::attention_decode(&k, b, &q, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, &prep()).unwrap());
+            // What the prep costs, part by part: q rotated only, q normed too, and the new
+            // K and V (rotated, not normed) on top of a rotated q.
+            let prep = |q_norm: bool, fresh: bool, kv_norm: bool| DecodePrep {
+                q_norm: q_norm.then_some(Some(&w)),
+                fresh: fresh.then(|| FreshKv { k: &kn, v: &vn, k_norm: kv_norm.then_some(Some(&w)), v_norm: kv_norm }),
+                eps: 1e-6,
+                base: 1e4,
+                factors: None,
+                pos_scale: 1.0,
+            };
+            let decode = |p: DecodePrep| time(&k, reps, &|b| attention::attention_decode(&k, b, &q, heads, hd, kv, 1, hd, keys - 1, 0, 0.06, &out, &p).unwrap());
+            let fused = decode(prep(true, true, true));
+            let parts = [decode(prep(false, false, false)), decode(prep(true, false, false)), decode(prep(false, true, false))];
             let apart = time(&k, reps, &|b| {
                 let qg = HeadGroup { buf: &q, off: 0, heads, dim: hd, norm: Some(Some(&w)), rope: true, f16_out: None };
                 let kg = HeadGroup { buf: &kn, off: 0, heads: 1, dim: hd, norm: Some(Some(&w)), rope: true, f16_out: None };
@@ -64,6 +76,7 @@ fn main() -> rullama::Result<()> {
                 fused * 1e6,
                 apart * 1e6
             );
+            println!("  inside: q rotated only {:7.2} us, q normed {:7.2} us, new K and V unnormed {:7.2} us", parts[0] * 1e6, parts[1] * 1e6, parts[2] * 1e6);
         }
     }
     for n in [640usize, 1536] {

@@ -7,7 +7,10 @@
 //   reads the other keys from the caches and adds this one last (fresh_key); one of them
 //   per KV head (its group's first query head) stores the row into the caches, which
 //   nothing else in this dispatch reads.
-// Composed with rope/sin_cos.wgsl.
+// Composed with common/reduce*.wgsl and rope/sin_cos.wgsl. Each reduction on this
+// kernel's path is a wait of its own, so the three heads' sums of squares share one
+// (wg_sum4, adding each as head_norm_rope.wgsl adds it) and the new key's score takes the
+// second.
 const NORM: u32 = 1u;
 const WEIGHTED: u32 = 2u;
 const ROPE: u32 = 4u;
@@ -87,35 +90,6 @@ fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, ss: f32, d
     return v;
 }
 
-// Workgroup sums of four values at once, in workgroup memory: each reduction on this
-// kernel's path is a wait of its own, so the heads' three sums of squares share one, and the
-// new key's score takes the second. Two barriers; every invocation adds the same partials
-// in the same order (the same bits everywhere). The second call may start right after the
-// first returns: ss_all is last read before the first call's second barrier and ss_lane
-// after it, before the next call's first.
-var<workgroup> ss_all: array<vec4<f32>, WG>;
-var<workgroup> ss_lane: array<vec4<f32>, 32>;
-
-fn wg_sum4(v: vec4<f32>, lid: u32) -> vec4<f32> {
-    ss_all[lid] = v;
-    workgroupBarrier();
-    if (lid < 32u) {
-        var s = vec4<f32>(0.0);
-        for (var i = lid; i < WG; i += 32u) {
-            s += ss_all[i];
-        }
-        ss_lane[lid] = s;
-    }
-    workgroupBarrier();
-    var t = array<vec4<f32>, 4>();
-    for (var i = 0u; i < 32u; i += 4u) {
-        for (var u = 0u; u < 4u; u++) {
-            t[u] += ss_lane[i + u];
-        }
-    }
-    return (t[0] + t[1]) + (t[2] + t[3]);
-}
-
 fn cached_end(sp: Span) -> u32 {
     if ((p.k_flags & K_FRESH) == 0u || sp.k1 != p.pos0 + 1u) {
         return sp.k1;
@@ -148,16 +122,16 @@ fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
     if (!fresh) {
         return 0.0;
     }
-    let kv = kv_unpack2(kv_pack2(head_pair(kx, pre.wk, pre.inv_freq, pre.factor, p.k_flags, ss.y, p.head_dim)));
-    let vw = kv_pack2(head_pair(vx, vec2<f32>(1.0), 0.0, 1.0, p.v_flags & NORM, ss.z, p.v_head_dim));
+    let kv = kv_round2(head_pair(kx, pre.wk, pre.inv_freq, pre.factor, p.k_flags, ss.y, p.head_dim));
+    let vv = kv_round2(head_pair(vx, vec2<f32>(1.0), 0.0, 1.0, p.v_flags & NORM, ss.z, p.v_head_dim));
+    let vw = kv_pack2(vv);
     if (lid < half) {
         kt_s[j] = kv.x;
         kt_s[j + half] = kv.y;
     }
     if (lid < vh) {
-        let v = kv_unpack2(vw);
-        vt_s[2u * i] = v.x;
-        vt_s[2u * i + 1u] = v.y;
+        vt_s[2u * i] = vv.x;
+        vt_s[2u * i + 1u] = vv.y;
     }
     // Invocations past the head hold zeros in qv and kv.
     let score = wg_sum4(vec4<f32>(dot(qv, kv), 0.0, 0.0, 0.0), lid).x;

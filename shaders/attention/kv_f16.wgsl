@@ -34,3 +34,19 @@ fn kv_unpack2(w: KV2) -> vec2<f32> {
 fn v_word(w: KV2, k: u32) -> VC {
     return w;
 }
+
+// What a pair becomes in the cache, as f32: each value rounded to the nearest f16 (ties to
+// even, subnormals kept), in integer steps rather than through pack2x16float and back,
+// which a compiler may fold into a conversion that rounds otherwise. Packing the result
+// (kv_pack2 / kv_pack4) is then exact, so the stored row and the values used beside it agree.
+fn kv_round1(x: f32) -> f32 {
+    if (abs(x) < 6.103515625e-5) {
+        return round(x * 16777216.0) * 5.9604644775390625e-8;
+    }
+    let b = bitcast<u32>(x);
+    return bitcast<f32>((b + 0xFFFu + ((b >> 13u) & 1u)) & 0xFFFFE000u);
+}
+
+fn kv_round2(v: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(kv_round1(v.x), kv_round1(v.y));
+}

@@ -44,3 +44,27 @@ fn wg_max(v: f32, lid: u32) -> f32 {
     workgroupBarrier();
     return t;
 }
+
+// Four sums at once, each component added exactly as wg_sum adds a scalar (the same bits:
+// kernels that norm a head here match those that norm it alone), in one round of barriers.
+var<workgroup> red_scratch4: array<vec4<f32>, WG>;
+var<workgroup> red_lane4: array<vec4<f32>, 32>;
+
+fn wg_sum4(v: vec4<f32>, lid: u32) -> vec4<f32> {
+    red_scratch4[lid] = v;
+    workgroupBarrier();
+    if (lid < 32u) {
+        var s = vec4<f32>(0.0);
+        for (var i = lid; i < WG; i += 32u) {
+            s += red_scratch4[i];
+        }
+        red_lane4[lid] = s;
+    }
+    workgroupBarrier();
+    var t = vec4<f32>(0.0);
+    for (var i = 0u; i < 32u; i++) {
+        t += red_lane4[i];
+    }
+    workgroupBarrier();
+    return t;
+}

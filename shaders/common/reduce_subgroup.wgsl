@@ -41,3 +41,21 @@ fn wg_max(v: f32, lid: u32) -> f32 {
     workgroupBarrier();
     return t;
 }
+
+// Four sums at once, each component added exactly as wg_sum adds a scalar (the same bits:
+// kernels that norm a head here match those that norm it alone), in one pair of barriers.
+var<workgroup> red_part4: array<vec4<f32>, RED_PARTS>;
+
+fn wg_sum4(v: vec4<f32>, lid: u32) -> vec4<f32> {
+    let s = vec4<f32>(subgroupAdd(v.x), subgroupAdd(v.y), subgroupAdd(v.z), subgroupAdd(v.w));
+    if (lid % SGS == 0u) {
+        red_part4[lid / SGS] = s;
+    }
+    workgroupBarrier();
+    var t = vec4<f32>(0.0);
+    for (var i = 0u; i < RED_PARTS; i++) {
+        t += red_part4[i];
+    }
+    workgroupBarrier();
+    return t;
+}

@@ -475,7 +475,8 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
             let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache, shaders::ATTENTION_DECODE_LOAD];
             return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
         };
-        let mut code = vec![header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_PREP, shaders::SIN_COS];
+        let (red, tag) = super::reduce(k);
+        let mut code = vec![header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_PREP, shaders::SIN_COS, red[0], red[1]];
         let inv_freq = super::rope::inv_freq_table(k, hd, prep.base);
         let weight = |n: Option<Option<&wgpu::Buffer>>| n.flatten().unwrap_or(&k.dummy).clone();
         let (kn, vn) = prep.fresh.as_ref().map_or((&k.dummy, &k.dummy), |f| (f.k, f.v));
@@ -485,7 +486,7 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
         // elsewhere: on an H100 writable caches cost prefill attention ~10%.)
         let mut access = vec![r, rw, rw, rw, r, r, r, r, r, r];
         let arrivals;
-        let mut name = format!("{name}/prep");
+        let mut name = format!("{name}/prep{tag}");
         if let Some(merged) = merged {
             // One arrival counter per query row, zero between dispatches. (`attention_decode`,
             // the only caller with `prep`, checked that `merged` holds the output.)
