@@ -3,7 +3,8 @@
 // - q is RMS-normed (weighted by wq or not) and rotated (NeoX RoPE) as it is loaded;
 // - with K_FRESH in k_flags the new position's K and V rows arrive raw (kn, vn: one token,
 //   [kv_head][dim]). Every workgroup whose keys end at that position (p.pos0) norms and
-//   rotates K and norms V itself, packed as the caches store them (kv_f32 / kv_f16.wgsl),
+//   rotates K and norms V itself, rounded as the caches hold them (kv_round2 in kv_f32 /
+//   kv_f16.wgsl),
 //   reads the other keys from the caches and adds this one last (fresh_key); one of them
 //   per KV head (its group's first query head) stores the row into the caches, which
 //   nothing else in this dispatch reads.
