@@ -1,11 +1,10 @@
 //! Micro-benchmark of the small decode kernels one at a time: decode attention (split and
 //! merged, as one workgroup per head, and with the new token's norms and RoPE done inside
 //! against head_norm_rope before it, and what each part of that costs) at several depths,
-//! the residual step, a matvec
-//! with and without the residual step folded in, the cost of workgroup barriers, and
-//! matvecs whose weights come from memory rather than cache. Each figure is the time per dispatch over
-//! many dependent dispatches of one batch (so it includes the per-dispatch cost a decode
-//! step pays). Prints numbers only.
+//! the residual step, a matvec with and without the residual step folded in, the cost of
+//! workgroup barriers, and matvecs whose weights come from memory rather than cache. Each
+//! figure is the time per dispatch over many dependent dispatches of one batch (so it
+//! includes the per-dispatch cost a decode step pays). Prints numbers only.
 //!
 //! `cargo run --release --example decode_bench [reps]` (RULLAMA_ADAPTER picks the GPU).
 

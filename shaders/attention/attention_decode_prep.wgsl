@@ -4,14 +4,13 @@
 // - with K_FRESH in k_flags the new position's K and V rows arrive raw (kn, vn: one token,
 //   [kv_head][dim]). Every workgroup whose keys end at that position (p.pos0) norms and
 //   rotates K and norms V itself, rounded as the caches hold them (kv_round2 in kv_f32 /
-//   kv_f16.wgsl),
-//   reads the other keys from the caches and adds this one last (fresh_key); one of them
-//   per KV head (its group's first query head) stores the row into the caches, which
-//   nothing else in this dispatch reads.
+//   kv_f16.wgsl), reads the other keys from the caches and adds this one last
+//   (fresh_key); one of them per KV head (its group's first query head) stores the row
+//   into the caches, which nothing else in this dispatch reads.
 // Composed with common/reduce*.wgsl and rope/sin_cos.wgsl. Each reduction on this
 // kernel's path is a wait of its own, so the three heads' sums of squares share one
 // (wg_sum4, adding each as head_norm_rope.wgsl adds it) and the new key's score takes the
-// second.
+// second (wg_sum).
 const NORM: u32 = 1u;
 const WEIGHTED: u32 = 2u;
 const ROPE: u32 = 4u;
@@ -135,7 +134,7 @@ fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
         vt_s[2u * i + 1u] = vv.y;
     }
     // Invocations past the head hold zeros in qv and kv.
-    let score = wg_sum4(vec4<f32>(dot(qv, kv), 0.0, 0.0, 0.0), lid).x;
+    let score = wg_sum(dot(qv, kv), lid);
     if ((sp.th % p.n_heads) % (p.n_heads / p.kv_heads) == 0u) {
         let at = p.pos0 * p.kv_heads + sp.kvh;
         if (lid < HD4) {

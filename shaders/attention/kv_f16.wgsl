@@ -27,10 +27,6 @@ fn kv_pack2(v: vec2<f32>) -> KV2 {
     return pack2x16float(v);
 }
 
-fn kv_unpack2(w: KV2) -> vec2<f32> {
-    return unpack2x16float(w);
-}
-
 fn v_word(w: KV2, k: u32) -> VC {
     return w;
 }

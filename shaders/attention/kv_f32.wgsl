@@ -29,10 +29,6 @@ fn kv_pack2(v: vec2<f32>) -> KV2 {
     return v;
 }
 
-fn kv_unpack2(w: KV2) -> vec2<f32> {
-    return w;
-}
-
 fn v_word(w: KV2, k: u32) -> VC {
     return w[k];
 }
