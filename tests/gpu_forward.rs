@@ -242,6 +242,13 @@ fn pipelined_decode_matches_cpu_and_keeps_only_accepted_tokens() {
             compare(&format!("{name}: logits after pipelined decode"), &gl, &cl, gpu.cfg.vocab);
         }
     }
+    // Past the on-GPU token ring's 128 slots, where a group's tokens wrap to its start.
+    let f = Arc::new(GgufFile::open(common::fixture("g3_tiny.f32.gguf")).unwrap());
+    let (gpu, cpu) = (GpuModel::load(f.clone()).unwrap(), CpuModel::load(f).unwrap());
+    let prompt = &tokens("g3_tiny")[..6];
+    let (g, _) = decode_n(&gpu, prompt, &SamplingOptions::greedy(), 140);
+    let (c, _) = decode_n(&cpu, prompt, &SamplingOptions::greedy(), 140);
+    assert_eq!(g, c, "g3_tiny: 140 greedy tokens, GPU vs CPU");
 }
 
 /// An f16 KV cache (`GpuModel::set_kv_f16`) against the CPU reference storing K and V

@@ -590,7 +590,7 @@ impl GpuModel {
             ple,
             kv_new,
         };
-        let reuse = Arc::new(std::sync::Mutex::new(kernel::Reuse::new(&k.gpu, Self::max_dispatches(c.n_layers))));
+        let reuse = Arc::new(std::sync::Mutex::new(kernel::Reuse::new(&k.gpu, Self::max_dispatches(c.n_layers) * decode::MAX_GROUP)));
         GpuCache { reuse, k: kc, v: vc, kv_f16: self.kv_f16, len: 0, capacity, s }
     }
 
