@@ -214,7 +214,8 @@ fn decode_n<M: TextModel>(m: &M, prompt: &[u32], opts: &SamplingOptions, want: u
 /// Pipelined decoding (the GPU queues the next step before the host has seen the token)
 /// produces the CPU's tokens, greedy and sampled (same seed, top-k within the 64 GPU
 /// candidates), and leaves exactly the accepted tokens in the cache: the logits after one
-/// more token match the CPU's after the same history.
+/// more token match the CPU's after the same history. Each case after the first runs on
+/// the buffers of the one before (a dropped cache's, which the next of its size takes).
 #[test]
 fn pipelined_decode_matches_cpu_and_keeps_only_accepted_tokens() {
     for (name, model) in [("g4_dense.q8_0.gguf", "g4_dense"), ("g3_tiny.f32.gguf", "g3_tiny")] {
