@@ -369,7 +369,10 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
     // Ordinary-token ids spread over the vocabulary (no control tokens).
     let first = 1000.min(cfg.vocab / 2);
     let prompt: Vec<u32> = (0..a.prompt_tokens).map(|i| (first + (i * 7919) % (cfg.vocab - first)) as u32).collect();
-    let ctx = a.prompt_tokens + a.gen_tokens + 1;
+    // The prompt and the gen_tokens steps the decode below times (the first token comes
+    // from the prompt): no room for a step past them, which the GPU's decode would otherwise
+    // run ahead and, in a group of steps, wait for.
+    let ctx = a.prompt_tokens + a.gen_tokens;
     let cancel = AtomicBool::new(false);
     let mut best = (f64::MAX, f64::MAX, f64::MAX);
     for _ in 0..a.reps.max(1) {
