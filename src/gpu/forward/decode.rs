@@ -37,13 +37,13 @@ pub(super) const MAX_GROUP: usize = 16;
 
 impl Grouping {
     fn new() -> Grouping {
-        Grouping { cap: 2, start: std::time::Instant::now(), read: 0 }
+        Grouping { cap: 2.min(max_group()), start: std::time::Instant::now(), read: 0 }
     }
 
-    /// Steps in the next group after `submitted` steps. Groups grow (1, 1, 2, 2, 3, 4, 6,
+    /// Steps in the next group after `submitted` steps. Groups grow (1, 1, 2, 3, 4, 6, 9,
     /// ...): the first step's recording and encoding are all the GPU waits for before
     /// decoding starts, and a group of n steps, recorded and then encoded in ~0.6 n step
-    /// times on an H100, is ready before the GPU runs out of the 2n - 1 submitted before it.
+    /// times on an H100, is ready before the GPU runs out of the 2n - 2 or more submitted before it.
     fn size(&self, submitted: usize) -> usize {
         (submitted / 2 + 1).min(self.cap)
     }
@@ -67,8 +67,10 @@ impl Grouping {
     }
 }
 
+/// MAX_GROUP, or fewer under `RULLAMA_GROUP=N` (1 submits each step alone, for comparison).
 fn max_group() -> usize {
-    std::env::var("RULLAMA_GROUP").ok().and_then(|v| v.parse().ok()).unwrap_or(MAX_GROUP).min(MAX_GROUP)
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::env::var("RULLAMA_GROUP").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(MAX_GROUP).clamp(1, MAX_GROUP))
 }
 
 /// Slots of the on-GPU token ring: the steps in flight (up to four groups: three ahead
@@ -317,6 +319,21 @@ impl GpuModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_grow_to_the_cap() {
+        let g = Grouping { cap: MAX_GROUP, start: std::time::Instant::now(), read: 0 };
+        let mut submitted = 0;
+        let sizes: Vec<usize> = (0..9)
+            .map(|_| {
+                let n = g.size(submitted);
+                submitted += n;
+                n
+            })
+            .collect();
+        assert_eq!(sizes, [1, 1, 2, 3, 4, 6, 9, 14, 16]);
+        assert_eq!(g.ahead(), 3 * MAX_GROUP);
+    }
 
     #[test]
     fn picked_slots_cover_each_step_once_in_order() {
