@@ -43,7 +43,8 @@ impl Grouping {
     /// Steps in the next group after `submitted` steps. Groups grow (1, 1, 2, 3, 4, 6, 9,
     /// ...): the first step's recording and encoding are all the GPU waits for before
     /// decoding starts, and a group of n steps, recorded and then encoded in ~0.6 n step
-    /// times on an H100, is ready before the GPU runs out of the 2n - 2 or more submitted before it.
+    /// times on an H100, is ready before the GPU runs out of the 2n - 2 or more steps
+    /// submitted before it.
     fn size(&self, submitted: usize) -> usize {
         (submitted / 2 + 1).min(self.cap)
     }
