@@ -243,7 +243,7 @@ fn pipelined_decode_matches_cpu_and_keeps_only_accepted_tokens() {
             compare(&format!("{name}: logits after pipelined decode"), &gl, &cl, gpu.cfg.vocab);
         }
     }
-    // Past the on-GPU token ring's 128 slots, where a group's tokens wrap to its start.
+    // Several times round the on-GPU token ring (32 slots), where a group's tokens wrap to its start.
     let f = Arc::new(GgufFile::open(common::fixture("g3_tiny.f32.gguf")).unwrap());
     let (gpu, cpu) = (GpuModel::load(f.clone()).unwrap(), CpuModel::load(f).unwrap());
     let prompt = &tokens("g3_tiny")[..6];

@@ -74,9 +74,10 @@ fn max_group() -> usize {
     *N.get_or_init(|| std::env::var("RULLAMA_GROUP").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(MAX_GROUP).clamp(1, MAX_GROUP))
 }
 
-/// Slots of the on-GPU token ring: the steps in flight (up to four groups: three ahead
-/// and the one read) and the slot the newest writes, rounded up.
-pub(super) const RING: usize = (4 * MAX_GROUP + 1).next_power_of_two();
+/// Slots of the on-GPU token ring: a group's input and picked tokens, rounded up. The
+/// picked ones stay there until the copy after the group's last step; later groups run
+/// after it in queue order, so only a group's own steps must not share a slot.
+pub(super) const RING: usize = (MAX_GROUP + 1).next_power_of_two();
 
 /// Where steps `first..first + steps` put their tokens in the ring (slots first + 1 ..=
 /// first + steps): (first slot, count) for the run up to the ring's end and the run that
@@ -283,7 +284,7 @@ impl GpuModel {
                 let at = (hist_idx % crate::gpu::sample::PENALTY_RING) * 4;
                 b.copy(&s.ring, (slot * 4) as u64, &s.hist, at as u64, 4);
             }
-            self.record_pick(&mut b, s, 0, &sampler.opts, u, hist_idx + 1, &s.ring, out)?;
+            self.record_pick(&mut b, s, 0, &o, u, hist_idx + 1, &s.ring, out)?;
         }
         // One copy of the picked tokens after the last step, not one per step: a copy
         // between steps would break the compute pass.
