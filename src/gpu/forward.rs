@@ -567,8 +567,11 @@ impl GpuModel {
         let spare = self.spare.lock().ok().and_then(|mut s| s.take());
         let bufs = match spare {
             Some(b) if b.capacity == capacity && b.kv_f16 == self.kv_f16 => b,
-            // Freed before the new buffers are made.
-            _ => self.new_buffers(capacity),
+            other => {
+                // Freed before the new buffers are made (the match would hold it till its end).
+                drop(other);
+                self.new_buffers(capacity)
+            }
         };
         GpuCache { len: 0, bufs: Some(bufs), spare: self.spare.clone() }
     }

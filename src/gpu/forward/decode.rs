@@ -190,9 +190,9 @@ impl GpuModel {
             if steps.len() > 1 {
                 // Per step: a batch's span over its steps, the idle before it over its steps.
                 let busy = median(steps.iter().zip(sizes).map(|(s, &n)| (s.1 - s.0) / n as f64).collect());
-                let gap = median(steps.windows(2).zip(&sizes[1..]).map(|(w, &n)| (w[1].0 - w[0].1) / n as f64).collect());
-                eprintln!("profile: decode GPU per step: span {busy:.1} us, idle {gap:.1} us (medians over {} batches of up to {} steps)", steps.len(), sizes.iter().max().unwrap_or(&0));
                 let idle: Vec<f64> = steps.windows(2).map(|w| w[1].0 - w[0].1).collect();
+                let gap = median(idle.iter().zip(&sizes[1..]).map(|(t, &n)| t / n as f64).collect());
+                eprintln!("profile: decode GPU per step: span {busy:.1} us, idle {gap:.1} us (medians over {} batches of up to {} steps)", steps.len(), sizes.iter().max().unwrap_or(&0));
                 eprintln!(
                     "profile: decode GPU from the first batch's start to the last's end {:.1} us, idle in all {:.1} us, longest idle {:.1} us (after batch {:?})",
                     steps[steps.len() - 1].1 - steps[0].0,
