@@ -59,7 +59,22 @@ fn variants() -> Vec<Kernels> {
 }
 
 fn variant_name(k: &Kernels) -> &'static str {
-    if k.use_subgroups { "subgroups" } else { "workgroup" }
+    match (k.use_subgroups, k.int_dot) {
+        (true, true) => "subgroups",
+        (false, true) => "workgroup",
+        (true, false) => "subgroups, f32 dot",
+        (false, false) => "workgroup, f32 dot",
+    }
+}
+
+/// For matvecs that stage their input: `variants()`, then the default with the f32 dot
+/// products where the integer ones would be taken (Q4_K).
+fn staged_variants() -> Vec<Kernels> {
+    let mut v = variants();
+    let mut f = kernels();
+    f.int_dot = false;
+    v.push(f);
+    v
 }
 
 /// Byte offsets of the f16 scale fields in one block (layouts in src/gguf/dequant.rs).
@@ -435,7 +450,8 @@ fn matvec_of_vocabulary_rows_matches_cpu() {
 
 /// A folded matvec over enough rows that each subgroup takes two (E2B's [gate; up]: 48
 /// Q4_K chunks a row), plain and as [gate; up] with GeGLU, both reduction variants, with
-/// rows that leave the last workgroup part-filled, against the CPU ops it replaces.
+/// rows that leave the last workgroup part-filled, against the CPU ops it replaces; the
+/// staged input spans a wide range.
 #[test]
 fn folded_matvec_of_many_rows_matches_cpu() {
     use rullama::gpu::matmul::{ResidualIn, matvec_geglu, matvec_input};
@@ -444,14 +460,22 @@ fn folded_matvec_of_many_rows_matches_cpu() {
     let gate = random_matrix(&mut rng, ty, cols, f);
     let upw = random_matrix(&mut rng, ty, cols, f);
     let stacked: Vec<u8> = gate.iter().chain(&upw).copied().collect();
-    let (a, x, post, pre) = (rand_vec(&mut rng, cols), rand_vec(&mut rng, cols), rand_vec(&mut rng, cols), rand_vec(&mut rng, cols));
+    let (a, x, post, mut pre) = (rand_vec(&mut rng, cols), rand_vec(&mut rng, cols), rand_vec(&mut rng, cols), rand_vec(&mut rng, cols));
+    // Inputs over twelve orders of magnitude, a run of 16 zeros and one of a single
+    // outlier: the integer dot products scale each run of 16 by its own largest element.
+    for (i, v) in pre.iter_mut().enumerate() {
+        *v *= 10f32.powi((i % 13) as i32 - 6);
+    }
+    pre[32..48].fill(0.0);
+    pre[64..80].iter_mut().for_each(|v| *v *= 1e-3);
+    pre[70] = 1e3;
     let mut input = x.clone();
     ops::rms_norm_to(&a, &mut input, cols, Some(&post), eps, true);
     ops::rms_norm(&mut input, cols, Some(&pre), eps);
     let all = ops::matmul(&input, 1, &QMatrix::new(ty, cols, 2 * f, &stacked).unwrap()).unwrap();
     let mut geglu = all[..f].to_vec();
     ops::geglu(&mut geglu, &all[f..]);
-    for k in variants() {
+    for k in staged_variants() {
         let (ab, xb, postb, preb) = (up(&k, &a), up(&k, &x), up(&k, &post), up(&k, &pre));
         let xo = up(&k, &vec![0.0; cols]);
         let r = ResidualIn { a: (&ab, 0), x_in: (&xb, 0), x_out: (&xo, 0), post: &postb, pre: Some(&preb), scale: 1.0, eps };
@@ -479,7 +503,7 @@ fn folded_matvec_of_many_rows_matches_cpu() {
 fn matvec_residual_input_matches_cpu() {
     use rullama::gpu::matmul::{ResidualIn, matvec_gelu_mul, matvec_input};
     let mut rng = ChaCha8Rng::seed_from_u64(19);
-    for k in variants() {
+    for k in staged_variants() {
         for &ty in TYPES {
             // Rows past PRELOAD_MAX_COLS load their weights after the step, shorter ones before it.
             for cols in [cols_for(ty), short_cols(ty)] {

@@ -5,7 +5,9 @@
 // as the type likes — of the row at byte row_byte, loads only; `chunk_dot(chunk,
 // row_byte, c, xo)`: its dot product with x from vec4 xo, read through `xin`;
 // shaders/quant/dot_generic.wgsl builds them from dq4) and a workgroup reduction
-// (common/reduce*.wgsl).
+// (common/reduce*.wgsl). With IDOT the prologue stages its input as integer limbs instead
+// (matvec_x_limbs.wgsl, composed into every matvec) for the chunk dot products that take
+// them (quant/q4_k_idot.wgsl).
 //
 // With PRELOAD (set only with a prologue), every chunk of an invocation's rows is loaded
 // before the prologue, so the weights' trip from memory overlaps its reads and reductions
@@ -77,10 +79,10 @@ const ROUTE: u32 = 3u;
 @group(0) @binding(10) var<storage, read> w_pre: array<f32>;
 
 const ROWS: u32 = WG / TPR;
-// The staged input (RN > 0), and how many of its elements each invocation computes.
-const XS4: u32 = max(RN / 4u, 1u);
-const RKEEP: u32 = max((RN + WG - 1u) / WG, 1u);
-var<workgroup> xs: array<vec4<f32>, XS4>;
+// The staged input (RN > 0) in vec4s, and how many of them each invocation computes.
+const RN4: u32 = max(RN / 4u, 1u);
+const RKEEP: u32 = max((RN4 + WG - 1u) / WG, 1u);
+var<workgroup> xs: array<vec4<f32>, RN4>;
 
 fn xin(i: u32) -> vec4<f32> {
     if (RN > 0u) {
@@ -89,35 +91,44 @@ fn xin(i: u32) -> vec4<f32> {
     return x[i];
 }
 
+// Each invocation takes whole vec4s (vec4 q = lid + j · WG), so the integer staging has
+// a word of four elements at hand.
 fn prologue(lid: u32, first: bool) {
     // Every input is read up front: one wait on memory, not one per phase.
-    var av: array<f32, RKEEP>;
-    var xv: array<f32, RKEEP>;
-    var wa: array<f32, RKEEP>;
-    var wb: array<f32, RKEEP>;
+    var av: array<vec4<f32>, RKEEP>;
+    var xv: array<vec4<f32>, RKEEP>;
+    var wa: array<vec4<f32>, RKEEP>;
+    var wb: array<vec4<f32>, RKEEP>;
     var ss = 0.0;
     for (var j = 0u; j < RKEEP; j++) {
-        let i = min(lid + j * WG, RN - 1u);
-        let xi = p.xin_off + i;
-        av[j] = ra[p.a_off + i];
-        xv[j] = x[xi >> 2u][xi & 3u];
-        wa[j] = w_post[i];
-        wb[j] = w_pre[i];
-        ss += select(0.0, av[j] * av[j], lid + j * WG < RN);
+        let i = 4u * min(lid + j * WG, RN4 - 1u);
+        // Element by element: the offsets need not be multiples of 4.
+        for (var t = 0u; t < 4u; t++) {
+            let xi = p.xin_off + i + t;
+            av[j][t] = ra[p.a_off + i + t];
+            xv[j][t] = x[xi >> 2u][xi & 3u];
+            wa[j][t] = w_post[i + t];
+            wb[j][t] = w_pre[i + t];
+        }
+        ss += select(0.0, dot(av[j], av[j]), lid + j * WG < RN4);
     }
     let r = inverseSqrt(wg_sum(ss, lid) / f32(RN) + p.eps);
     ss = 0.0;
     for (var j = 0u; j < RKEEP; j++) {
-        let i = lid + j * WG;
-        if (i < RN) {
+        let q = lid + j * WG;
+        if (q < RN4) {
             var t = av[j] * r;
             t *= wa[j];
             let v = (xv[j] + t) * p.scale;
             if (first) {
-                x_out[p.xout_off + i] = v;
+                let o = p.xout_off + 4u * q;
+                x_out[o] = v.x;
+                x_out[o + 1u] = v.y;
+                x_out[o + 2u] = v.z;
+                x_out[o + 3u] = v.w;
             }
             xv[j] = v;
-            ss += v * v;
+            ss += dot(v, v);
         }
     }
     var r2 = 1.0;
@@ -125,14 +136,17 @@ fn prologue(lid: u32, first: bool) {
         r2 = inverseSqrt(wg_sum(ss, lid) / f32(RN) + p.eps);
     }
     for (var j = 0u; j < RKEEP; j++) {
-        let i = lid + j * WG;
-        if (i < RN) {
-            var v = xv[j];
-            if (p.pre != 0u) {
-                v = v * r2;
-                v *= wb[j];
-            }
-            xs[i >> 2u][i & 3u] = v;
+        let q = lid + j * WG;
+        var v = xv[j];
+        if (p.pre != 0u) {
+            v = v * r2;
+            v *= wb[j];
+        }
+        if (IDOT) {
+            // Every invocation takes part (the run's largest is shared among four).
+            stage_word(q, select(vec4<f32>(0.0), v, q < RN4), lid);
+        } else if (q < RN4) {
+            xs[q] = v;
         }
     }
     workgroupBarrier();

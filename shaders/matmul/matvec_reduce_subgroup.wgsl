@@ -28,3 +28,9 @@ fn row_sums(acc: f32, acc2: f32, lid: u32, lane: u32) -> vec2<f32> {
     }
     return t;
 }
+
+// The largest m among invocations 4i .. 4i + 3 (lid's four; all invocations call it).
+fn run_max4(m: f32, lid: u32) -> f32 {
+    let a = max(m, subgroupShuffleXor(m, 1u));
+    return max(a, subgroupShuffleXor(a, 2u));
+}

@@ -59,6 +59,10 @@ pub struct Kernels {
     /// merges it) instead of an attention_merge dispatch. `RULLAMA_NO_DECODE_MERGE` clears
     /// it at start; tests compare both.
     pub decode_merge: bool,
+    /// Q4_K matvecs that stage their input (a folded residual step) multiply by integer
+    /// dot products over it as fixed-point limbs (matvec_x_limbs.wgsl).
+    /// `RULLAMA_NO_INT_DOT` clears it at start (f32 products); tests compare both.
+    pub int_dot: bool,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -70,7 +74,8 @@ impl Kernels {
         let (use_subgroups, use_coop) = (gpu.subgroups, gpu.coop);
         let tiled_attention = std::env::var_os("RULLAMA_NO_TILED_ATTENTION").is_none();
         let decode_merge = std::env::var_os("RULLAMA_NO_DECODE_MERGE").is_none();
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, decode_merge, buffers: Mutex::new(HashMap::new()) }
+        let int_dot = std::env::var_os("RULLAMA_NO_INT_DOT").is_none();
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, decode_merge, int_dot, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).

@@ -510,14 +510,18 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
     // Follows from rn, which the name already holds.
     let preload = rn > 0 && rn <= PRELOAD_MAX_COLS;
-    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
+    // Integer dot products over the staged input (Q4_K rows are whole 256-element blocks).
+    let idot = k.int_dot && rn > 0 && w.ty == GgmlType::Q4_K;
+    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}{}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" }, if idot { "/idot" } else { "" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst IDOT: bool = {idot};\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
-        parts.extend([shaders::QUANT_SPAN, shaders::quant_dot(w.ty), shaders::MATVEC, reduce, wg_reduce[0], wg_reduce[1]]);
+        parts.push(shaders::QUANT_SPAN);
+        parts.extend(shaders::quant_dot(w.ty, idot));
+        parts.extend([shaders::MATVEC, shaders::MATVEC_X_LIMBS, reduce, wg_reduce[0], wg_reduce[1]]);
         let (r, rw) = (Access::Read, Access::ReadWrite);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r, r] }
     })?;

@@ -44,16 +44,23 @@ pub mod shaders {
     /// Raw-word spans for the matvec chunk loads of 2-aligned block types.
     pub const QUANT_SPAN: &str = include_str!("../../shaders/quant/span.wgsl");
 
+    /// The staged input as integer limbs, for the integer dot products (composed into
+    /// every matvec; used where the header's IDOT is set).
+    pub const MATVEC_X_LIMBS: &str = include_str!("../../shaders/matmul/matvec_x_limbs.wgsl");
+
     /// The chunk loads and dot product matvec.wgsl uses for weights of type `ty`: the
     /// type's own where it has one (whole blocks per invocation), else four elements
-    /// through its dq4.
-    pub fn quant_dot(ty: GgmlType) -> &'static str {
+    /// through its dq4. `idot`: Q4_K's integer dot product over the limbs of a staged
+    /// input (the encoder sets it only for those).
+    pub fn quant_dot(ty: GgmlType, idot: bool) -> &'static [&'static str] {
+        const Q4_K_CHUNK: &str = include_str!("../../shaders/quant/q4_k_chunk.wgsl");
         match ty {
-            GgmlType::Q8_0 => include_str!("../../shaders/quant/q8_0_dot.wgsl"),
-            GgmlType::Q5_0 => include_str!("../../shaders/quant/q5_0_dot.wgsl"),
-            GgmlType::Q4_K => include_str!("../../shaders/quant/q4_k_dot.wgsl"),
-            GgmlType::Q6_K => include_str!("../../shaders/quant/q6_k_dot.wgsl"),
-            _ => include_str!("../../shaders/quant/dot_generic.wgsl"),
+            GgmlType::Q8_0 => &[include_str!("../../shaders/quant/q8_0_dot.wgsl")],
+            GgmlType::Q5_0 => &[include_str!("../../shaders/quant/q5_0_dot.wgsl")],
+            GgmlType::Q4_K if idot => &[Q4_K_CHUNK, include_str!("../../shaders/quant/q4_k_idot.wgsl")],
+            GgmlType::Q4_K => &[Q4_K_CHUNK, include_str!("../../shaders/quant/q4_k_dot.wgsl")],
+            GgmlType::Q6_K => &[include_str!("../../shaders/quant/q6_k_dot.wgsl")],
+            _ => &[include_str!("../../shaders/quant/dot_generic.wgsl")],
         }
     }
 
