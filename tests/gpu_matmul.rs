@@ -67,8 +67,8 @@ fn variant_name(k: &Kernels) -> &'static str {
     }
 }
 
-/// For matvecs that stage their input: `variants()`, then the default with the f32 dot
-/// products where the integer ones would be taken (Q4_K).
+/// For matvecs that may stage their input as integers: `variants()`, then the default with
+/// the f32 dot products where the integer ones would be taken (Q4_K, Q6_K).
 fn staged_variants() -> Vec<Kernels> {
     let mut v = variants();
     let mut f = kernels();
@@ -430,21 +430,29 @@ fn matvec_gelu_mul_matches_cpu() {
 }
 
 /// A matvec over vocabulary-sized rows (16 invocations per row, as the LM heads take), with
-/// a part-filled last workgroup, both reduction variants, against the CPU.
+/// a part-filled last workgroup, both reduction variants, against the CPU: Q8_0 (the 270M's
+/// head) and Q6_K (E2B's, which stages x as integers, here from an offset and over a wide
+/// range: runs of 16 scaled from 1e-6 to 1e6, one of zeros).
 #[test]
 fn matvec_of_vocabulary_rows_matches_cpu() {
     let mut rng = ChaCha8Rng::seed_from_u64(29);
-    let (ty, cols, rows) = (GgmlType::Q8_0, 256, 65_541);
-    let data = random_matrix(&mut rng, ty, cols, rows);
-    let x = rand_vec(&mut rng, cols);
-    let want = ops::matmul(&x, 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
-    for k in variants() {
-        let w = GpuMatrix::upload(&k, "head", ty, cols, rows, &data).unwrap();
-        let xb = up(&k, &x);
-        let got = run(&k, rows, |b, y| matmul(&k, b, &w, &xb, 0, 1, y, 0).unwrap());
-        assert_eq!(got[rows], SENTINEL, "writes outside y");
-        let e = max_rel(&got[..rows], &want);
-        assert!(e < TOL, "{}: rel err {e}", variant_name(&k));
+    for ty in [GgmlType::Q8_0, GgmlType::Q6_K] {
+        let (cols, rows, off) = (256, 65_541, 8);
+        let data = random_matrix(&mut rng, ty, cols, rows);
+        let mut x = rand_vec(&mut rng, off + cols);
+        for (i, v) in x[off..].iter_mut().enumerate() {
+            *v *= 10f32.powi((i / 16) as i32 % 13 - 6);
+        }
+        x[off + 48..off + 64].fill(0.0);
+        let want = ops::matmul(&x[off..], 1, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+        for k in staged_variants() {
+            let w = GpuMatrix::upload(&k, "head", ty, cols, rows, &data).unwrap();
+            let xb = up(&k, &x);
+            let got = run(&k, rows, |b, y| matmul(&k, b, &w, &xb, off, 1, y, 0).unwrap());
+            assert_eq!(got[rows], SENTINEL, "writes outside y");
+            let e = max_rel(&got[..rows], &want);
+            assert!(e < TOL, "{ty} {}: rel err {e}", variant_name(&k));
+        }
     }
 }
 

@@ -1,13 +1,13 @@
 // Matrix-vector product for decoding one token, y[r] = Σ_c w[r, c] · x[c], over one tile of
-// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN, PAIR, PRELOAD),
+// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN, PAIR, PRELOAD, XN),
 // the weight type's shaders/quant files, quant/span.wgsl, its chunk loads and dot product
 // (`CH`, `Chunk`, `chunk_load(row_byte, c)`: chunk c's raw words — CH elements, laid out
 // as the type likes — of the row at byte row_byte, loads only; `chunk_dot(chunk,
 // row_byte, c, xo)`: its dot product with x from vec4 xo, read through `xin`;
 // shaders/quant/dot_generic.wgsl builds them from dq4) and a workgroup reduction
-// (common/reduce*.wgsl). With IDOT the prologue stages its input as integer limbs instead
-// (matvec_x_limbs.wgsl, composed into every matvec) for the chunk dot products that take
-// them (quant/q4_k_idot.wgsl).
+// (common/reduce*.wgsl). With XN (> 0, the row length) the input is staged as integer
+// limbs instead, by the prologue or without one (matvec_x_limbs.wgsl, composed into every
+// matvec), for the chunk dot products that take them (quant/q*_idot.wgsl).
 //
 // With PRELOAD (set only with a prologue), every chunk of an invocation's rows is loaded
 // before the prologue, so the weights' trip from memory overlaps its reads and reductions
@@ -79,10 +79,11 @@ const ROUTE: u32 = 3u;
 @group(0) @binding(10) var<storage, read> w_pre: array<f32>;
 
 const ROWS: u32 = WG / TPR;
-// The staged input (RN > 0) in vec4s, and how many of them each invocation computes.
+// The staged input (RN > 0) in vec4s (none where it is staged as integers), and how many
+// of them each invocation computes.
 const RN4: u32 = max(RN / 4u, 1u);
 const RKEEP: u32 = max((RN4 + WG - 1u) / WG, 1u);
-var<workgroup> xs: array<vec4<f32>, RN4>;
+var<workgroup> xs: array<vec4<f32>, select(RN4, 1u, IDOT)>;
 
 fn xin(i: u32) -> vec4<f32> {
     if (RN > 0u) {
@@ -181,6 +182,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     if (RN > 0u) {
         prologue(lid, lin == 0u && p.store_x != 0u);
+    } else if (IDOT) {
+        stage_input(lid);
     }
     var acc = 0.0;
     var acc2 = 0.0;

@@ -59,8 +59,8 @@ pub struct Kernels {
     /// merges it) instead of an attention_merge dispatch. `RULLAMA_NO_DECODE_MERGE` clears
     /// it at start; tests compare both.
     pub decode_merge: bool,
-    /// Q4_K matvecs that stage their input (a folded residual step) multiply by integer
-    /// dot products over it as fixed-point limbs (matvec_x_limbs.wgsl).
+    /// Q4_K and Q6_K matvecs that stage their input (a folded residual step; LM heads)
+    /// multiply by integer dot products over it as fixed-point limbs (matvec_x_limbs.wgsl).
     /// `RULLAMA_NO_INT_DOT` clears it at start (f32 products); tests compare both.
     pub int_dot: bool,
     /// Constant tables and scratch space that encoders need beside their arguments, made

@@ -169,6 +169,15 @@ fn matvec_tpr(chunks: usize, rows: usize, folded: bool) -> usize {
 /// 1,331-1,363).
 const PRELOAD_MAX_COLS: usize = 1024;
 
+/// Q4_K and Q6_K matvecs multiply by integer dot products (quant/q*_idot.wgsl) where their
+/// input is staged anyway (a folded residual step), and without one from this many rows
+/// (an LM head): there every workgroup first stages x itself, which pays only where the
+/// rows are many. H100 decode, E2B layout, three alternated runs (tok/s): folded Q4_K
+/// 420.7-422.8 against 398.8-399.6 in f32 ([gate; up] 21.0 -> 18.3 us, q/k/v 10.1 -> 9.9);
+/// the Q6_K head 186.0 against 192.5 us (418.7-419.1 against 416.7-417.6, one run of
+/// 394.5); every unfolded matvec 412.8-413.5 (7.3 -> 7.9 us for the o projection).
+const INT_DOT_ROWS: usize = HEAD_ROWS;
+
 /// Chunks each invocation of a row aims to take (see `matvec_tpr`).
 const MATVEC_STEPS: usize = 6;
 
@@ -510,17 +519,18 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
     // Follows from rn, which the name already holds.
     let preload = rn > 0 && rn <= PRELOAD_MAX_COLS;
-    // Integer dot products over the staged input (Q4_K rows are whole 256-element blocks).
-    let idot = k.int_dot && rn > 0 && w.ty == GgmlType::Q4_K;
-    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}{}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" }, if idot { "/idot" } else { "" });
+    // XN: the input staged as integers for the chunk dot products (see INT_DOT_ROWS).
+    let int_dot = rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX);
+    let xn = if k.int_dot && int_dot && matches!(w.ty, GgmlType::Q4_K | GgmlType::Q6_K) { w.cols } else { 0 };
+    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}/xn{xn}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst IDOT: bool = {idot};\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst XN: u32 = {xn}u;\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
         parts.push(shaders::QUANT_SPAN);
-        parts.extend(shaders::quant_dot(w.ty, idot));
+        parts.extend(shaders::quant_dot(w.ty, xn > 0));
         parts.extend([shaders::MATVEC, shaders::MATVEC_X_LIMBS, reduce, wg_reduce[0], wg_reduce[1]]);
         let (r, rw) = (Access::Read, Access::ReadWrite);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r, r] }

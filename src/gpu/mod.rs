@@ -50,16 +50,18 @@ pub mod shaders {
 
     /// The chunk loads and dot product matvec.wgsl uses for weights of type `ty`: the
     /// type's own where it has one (whole blocks per invocation), else four elements
-    /// through its dq4. `idot`: Q4_K's integer dot product over the limbs of a staged
-    /// input (the encoder sets it only for those).
+    /// through its dq4. `idot`: the integer dot product over the limbs of a staged input
+    /// (Q4_K and Q6_K have one; the encoder sets it only for those).
     pub fn quant_dot(ty: GgmlType, idot: bool) -> &'static [&'static str] {
         const Q4_K_CHUNK: &str = include_str!("../../shaders/quant/q4_k_chunk.wgsl");
+        const Q6_K_CHUNK: &str = include_str!("../../shaders/quant/q6_k_chunk.wgsl");
         match ty {
             GgmlType::Q8_0 => &[include_str!("../../shaders/quant/q8_0_dot.wgsl")],
             GgmlType::Q5_0 => &[include_str!("../../shaders/quant/q5_0_dot.wgsl")],
             GgmlType::Q4_K if idot => &[Q4_K_CHUNK, include_str!("../../shaders/quant/q4_k_idot.wgsl")],
             GgmlType::Q4_K => &[Q4_K_CHUNK, include_str!("../../shaders/quant/q4_k_dot.wgsl")],
-            GgmlType::Q6_K => &[include_str!("../../shaders/quant/q6_k_dot.wgsl")],
+            GgmlType::Q6_K if idot => &[Q6_K_CHUNK, include_str!("../../shaders/quant/q6_k_idot.wgsl")],
+            GgmlType::Q6_K => &[Q6_K_CHUNK, include_str!("../../shaders/quant/q6_k_dot.wgsl")],
             _ => &[include_str!("../../shaders/quant/dot_generic.wgsl")],
         }
     }
