@@ -431,12 +431,12 @@ fn matvec_gelu_mul_matches_cpu() {
 
 /// A matvec over vocabulary-sized rows (16 invocations per row, as the LM heads take), with
 /// a part-filled last workgroup, both reduction variants, against the CPU: Q8_0 (the 270M's
-/// head) and Q6_K (E2B's, which stages x as integers, here from an offset and over a wide
-/// range: runs of 16 scaled from 1e-6 to 1e6, one of zeros).
+/// head), Q6_K (E2B's) and Q4_K, the last two staging x as integers, here from an offset
+/// and over a wide range: runs of 16 scaled from 1e-6 to 1e6, one of zeros.
 #[test]
 fn matvec_of_vocabulary_rows_matches_cpu() {
     let mut rng = ChaCha8Rng::seed_from_u64(29);
-    for ty in [GgmlType::Q8_0, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q4_K] {
         let (cols, rows, off) = (256, 65_541, 8);
         let data = random_matrix(&mut rng, ty, cols, rows);
         let mut x = rand_vec(&mut rng, off + cols);
