@@ -1,6 +1,6 @@
 // Matrix-vector product for decoding one token, y[r] = Σ_c w[r, c] · x[c], over one tile of
-// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN, PAIR, PRELOAD, XN),
-// the weight type's shaders/quant files, quant/span.wgsl, its chunk loads and dot product
+// weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN, PAIR,
+// PRELOAD, XN), the weight type's shaders/quant files, quant/span.wgsl, its chunk loads and dot product
 // (`CH`, `Chunk`, `chunk_load(row_byte, c)`: chunk c's raw words — CH elements, laid out
 // as the type likes — of the row at byte row_byte, loads only; `chunk_dot(chunk,
 // row_byte, c, xo)`: its dot product with x from vec4 xo, read through `xin`;

@@ -7,8 +7,8 @@
 // power of two that puts the run's largest |x_i| in [2^21, 2^22): the error is at most
 // 2^-22 of that largest element (f32's own rounding is 2^-24 of each). X_i is stored as
 // three bytes, X = L0 + 2^8 L1 + 2^16 L2 (L0, L1 unsigned, L2 signed, |L2| <= 64), each
-// limb four elements to a word, and a dot product with quants q is Σq·L0 + 2^8 Σq·L1 + 2^16 Σq·L2,
-// exact in i32 (over a run for four-bit quants, a word for six-bit ones). Beside the
+// limb four elements to a word, and a dot product with quants q is
+// Σq·L0 + 2^8 Σq·L1 + 2^16 Σq·L2, exact in i32 (over a run for four-bit quants, a word for six-bit ones). Beside the
 // limbs: each word's sum of X (the K-quants' min term, Q6_K's offset of 32) and each
 // run's unit 2^-k.
 //
@@ -50,7 +50,8 @@ fn stage_word(q: u32, v: vec4<f32>, lid: u32) {
     let xq = bitcast<vec4<i32>>(y) - vec4<i32>(0x4B400000);
     if (q < XW) {
         let sum = (xq.x + xq.y) + (xq.z + xq.w);
-        xw[word_slot(q)] = vec4<u32>(pack4xI8(xq), pack4xI8(xq >> vec4<u32>(8u)), pack4xI8(xq >> vec4<u32>(16u)), bitcast<u32>(sum));
+        let l1 = pack4xI8(xq >> vec4<u32>(8u));
+        xw[word_slot(q)] = vec4<u32>(pack4xI8(xq), l1, pack4xI8(xq >> vec4<u32>(16u)), bitcast<u32>(sum));
         if (q % 4u == 0u) {
             xunit[q / 4u] = bitcast<f32>(u32(127 - k) << 23u);
         }
@@ -89,6 +90,7 @@ fn run_idot(q: vec4<u32>, r: u32) -> vec2<f32> {
 // (|Σ| < 2^31 for o <= 64).
 fn word_idot(q: u32, wd: u32, o: i32) -> i32 {
     let v = xw[word_slot(wd)];
-    let d = i32(dot4U8Packed(q, v.x) + (dot4U8Packed(q, v.y) << 8u)) + (dot4I8Packed(q, v.z) << 16u);
+    let low = dot4U8Packed(q, v.x) + (dot4U8Packed(q, v.y) << 8u);
+    let d = i32(low) + (dot4I8Packed(q, v.z) << 16u);
     return d - o * bitcast<i32>(v.w);
 }

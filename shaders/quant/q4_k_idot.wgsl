@@ -7,10 +7,11 @@ fn chunk_dot(t: Chunk, row_byte: u32, c: u32, xo: u32) -> f32 {
     let g = j / 2u;
     let dm = unpack2x16float(t.head.x);
     let sm = k4_reg_scales(t.head, g);
-    // The staged input starts at element 0 (xo is 0 with a prologue).
+    // The staged input starts at element 0 (x's offset is applied when staging).
     let r = (c / 8u) * 16u + 4u * g + (j % 2u);
     let nib = vec4<u32>(0x0F0F0F0Fu);
     let lo = run_idot(t.qv & nib, r);
     let hi = run_idot((t.qv >> vec4<u32>(4u)) & nib, r + 2u);
-    return (dm.x * sm.x) * lo.x - (dm.y * sm.y) * lo.y + ((dm.x * sm.z) * hi.x - (dm.y * sm.w) * hi.y);
+    let l = (dm.x * sm.x) * lo.x - (dm.y * sm.y) * lo.y;
+    return l + ((dm.x * sm.z) * hi.x - (dm.y * sm.w) * hi.y);
 }

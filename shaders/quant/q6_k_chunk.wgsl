@@ -1,6 +1,6 @@
 // Q6_K chunk loads, quants and scales (see shaders/matmul/matvec.wgsl), shared by the dot
-// products of q6_k_dot.wgsl (x as f32) and q6_k_idot.wgsl (x as integer limbs): a chunk is the 16
-// elements that share 4 bytes of ql at l and at l + 32 and 4 bytes of qh at l (l = 4j,
+// products of q6_k_dot.wgsl (x as f32) and q6_k_idot.wgsl (x as integer limbs): a chunk
+// is the 16 elements that share 4 bytes of ql at l and at l + 32 and 4 bytes of qh at l (l = 4j,
 // j < 8) in half h of a block: elements 128h + 32k + l .. +3 for k < 4, one quarter of
 // them per sub-block scale. The 8 invocations of a half read 32 contiguous bytes of each
 // field, and every quant byte is loaded once with all four of its 2-bit pairs used.
