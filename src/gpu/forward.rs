@@ -124,7 +124,13 @@ pub fn estimate_bytes(file: &GgufFile, context: usize) -> Result<u64> {
     let tower = |n: &str| n.starts_with("v.") || n.starts_with("a.") || n.starts_with("mm.");
     let weights: u64 = file.tensors.iter().filter(|t| !tower(&t.name)).map(|t| t.n_bytes).sum();
     let (kn, vn) = kv_row(&cfg);
-    Ok(weights + cfg.kv_cache_bytes(context, context, 4) + (scratch_floats(&cfg) + kn + vn) as u64 * 4)
+    Ok(weights + cfg.kv_cache_bytes(context, context, 4) + (scratch_floats(&cfg) + kn + vn) as u64 * 4 + param_bytes(&cfg))
+}
+
+/// A cache's decode parameter buffers (`kernel::Reuse`): slots for a group of steps'
+/// dispatches (E2B: 2 × 7 MB).
+fn param_bytes(c: &Config) -> u64 {
+    kernel::Reuse::bytes(GpuModel::max_dispatches(c.n_layers) * decode::MAX_GROUP)
 }
 
 /// A model loaded onto the GPU.
@@ -533,11 +539,11 @@ impl GpuModel {
         Ok(m)
     }
 
-    /// Bytes a cache of `capacity` tokens plus the activation buffers take.
+    /// Bytes a cache of `capacity` tokens plus the activation and parameter buffers take.
     pub fn cache_bytes(&self, capacity: usize) -> u64 {
         let elem = if self.kv_f16 { 2 } else { 4 };
         let (kn, vn) = self.kv_new_sizes();
-        self.cfg.kv_cache_bytes(capacity, capacity, elem) + (scratch_floats(&self.cfg) + kn + vn) as u64 * 4
+        self.cfg.kv_cache_bytes(capacity, capacity, elem) + (scratch_floats(&self.cfg) + kn + vn) as u64 * 4 + param_bytes(&self.cfg)
     }
 
     /// Store the K/V of caches made from now on in f16 (`true`) or f32. f16 halves the
@@ -633,6 +639,7 @@ impl GpuModel {
             ple,
             kv_new,
         };
+        // Sized as param_bytes counts it.
         let reuse = Arc::new(std::sync::Mutex::new(kernel::Reuse::new(&k.gpu, Self::max_dispatches(c.n_layers) * decode::MAX_GROUP)));
         CacheBuffers { reuse, k: kc, v: vc, kv_f16: self.kv_f16, capacity, s }
     }

@@ -238,9 +238,16 @@ impl Reuse {
     /// For batches of up to `max_dispatches` dispatches. Two parameter buffers alternate,
     /// since the next batch is recorded while the previous one is being submitted.
     pub fn new(gpu: &Gpu, max_dispatches: usize) -> Reuse {
-        let capacity = (max_dispatches.max(1) as u64) * PARAM_SLOT;
+        let capacity = Self::bytes(max_dispatches) / 2;
         let params = [param_buffer(gpu, capacity), param_buffer(gpu, capacity)];
         Reuse { params, next: 0, capacity, binds: HashMap::new() }
+    }
+}
+
+impl Reuse {
+    /// GPU memory `new(_, max_dispatches)` takes: both parameter buffers.
+    pub fn bytes(max_dispatches: usize) -> u64 {
+        2 * (max_dispatches.max(1) as u64) * PARAM_SLOT
     }
 }
 
