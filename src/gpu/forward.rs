@@ -123,14 +123,21 @@ pub fn estimate_bytes(file: &GgufFile, context: usize) -> Result<u64> {
     let cfg = Config::from_gguf(&file.gguf)?;
     let tower = |n: &str| n.starts_with("v.") || n.starts_with("a.") || n.starts_with("mm.");
     let weights: u64 = file.tensors.iter().filter(|t| !tower(&t.name)).map(|t| t.n_bytes).sum();
-    let (kn, vn) = kv_row(&cfg);
-    Ok(weights + cfg.kv_cache_bytes(context, context, 4) + (scratch_floats(&cfg) + kn + vn) as u64 * 4 + param_bytes(&cfg))
+    Ok(weights + cache_bytes(&cfg, context, 4, kv_row(&cfg)))
 }
 
-/// A cache's decode parameter buffers (`kernel::Reuse`): slots for a group of steps'
-/// dispatches (E2B: 2 × 7 MB).
-fn param_bytes(c: &Config) -> u64 {
-    kernel::Reuse::bytes(GpuModel::max_dispatches(c.n_layers) * decode::MAX_GROUP)
+/// Bytes a cache of `capacity` tokens takes with K/V elements of `elem` bytes and f32
+/// staging rows of `kv_new` = (K, V) floats: the KV cache, the activations and the decode
+/// parameter buffers.
+fn cache_bytes(c: &Config, capacity: usize, elem: usize, kv_new: (usize, usize)) -> u64 {
+    let params = kernel::Reuse::bytes(param_slots(c));
+    c.kv_cache_bytes(capacity, capacity, elem) + (scratch_floats(c) + kv_new.0 + kv_new.1) as u64 * 4 + params
+}
+
+/// Dispatches a cache's parameter buffers (`kernel::Reuse`) have slots for: a group of
+/// decode steps' (E2B: 2 × 7 MB of buffers).
+fn param_slots(c: &Config) -> usize {
+    GpuModel::max_dispatches(c.n_layers) * decode::MAX_GROUP
 }
 
 /// A model loaded onto the GPU.
@@ -541,9 +548,7 @@ impl GpuModel {
 
     /// Bytes a cache of `capacity` tokens plus the activation and parameter buffers take.
     pub fn cache_bytes(&self, capacity: usize) -> u64 {
-        let elem = if self.kv_f16 { 2 } else { 4 };
-        let (kn, vn) = self.kv_new_sizes();
-        self.cfg.kv_cache_bytes(capacity, capacity, elem) + (scratch_floats(&self.cfg) + kn + vn) as u64 * 4 + param_bytes(&self.cfg)
+        cache_bytes(&self.cfg, capacity, if self.kv_f16 { 2 } else { 4 }, self.kv_new_sizes())
     }
 
     /// Store the K/V of caches made from now on in f16 (`true`) or f32. f16 halves the
@@ -639,8 +644,7 @@ impl GpuModel {
             ple,
             kv_new,
         };
-        // Sized as param_bytes counts it.
-        let reuse = Arc::new(std::sync::Mutex::new(kernel::Reuse::new(&k.gpu, Self::max_dispatches(c.n_layers) * decode::MAX_GROUP)));
+        let reuse = Arc::new(std::sync::Mutex::new(kernel::Reuse::new(&k.gpu, param_slots(c))));
         CacheBuffers { reuse, k: kc, v: vc, kv_f16: self.kv_f16, capacity, s }
     }
 

@@ -238,17 +238,20 @@ impl Reuse {
     /// For batches of up to `max_dispatches` dispatches. Two parameter buffers alternate,
     /// since the next batch is recorded while the previous one is being submitted.
     pub fn new(gpu: &Gpu, max_dispatches: usize) -> Reuse {
-        let capacity = Self::bytes(max_dispatches) / 2;
+        let capacity = param_capacity(max_dispatches);
         let params = [param_buffer(gpu, capacity), param_buffer(gpu, capacity)];
         Reuse { params, next: 0, capacity, binds: HashMap::new() }
     }
-}
 
-impl Reuse {
     /// GPU memory `new(_, max_dispatches)` takes: both parameter buffers.
     pub fn bytes(max_dispatches: usize) -> u64 {
-        2 * (max_dispatches.max(1) as u64) * PARAM_SLOT
+        2 * param_capacity(max_dispatches)
     }
+}
+
+/// Bytes of a parameter buffer with slots for `max_dispatches` dispatches.
+fn param_capacity(max_dispatches: usize) -> u64 {
+    (max_dispatches.max(1) as u64) * PARAM_SLOT
 }
 
 fn param_buffer(gpu: &Gpu, size: u64) -> wgpu::Buffer {
@@ -274,7 +277,7 @@ pub struct Batch {
 impl Batch {
     /// `max_dispatches`: how many parameter slots to reserve.
     pub fn new(gpu: Arc<Gpu>, max_dispatches: usize) -> Batch {
-        let cap = (max_dispatches.max(1) as u64) * PARAM_SLOT;
+        let cap = param_capacity(max_dispatches);
         let buf = param_buffer(&gpu, cap);
         Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: None }
     }

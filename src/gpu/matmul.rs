@@ -519,9 +519,10 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
     // Follows from rn, which the name already holds.
     let preload = rn > 0 && rn <= PRELOAD_MAX_COLS;
-    // XN: the input staged as integers for the chunk dot products (see INT_DOT_ROWS).
-    let int_dot = rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX);
-    let xn = if k.int_dot && int_dot && matches!(w.ty, GgmlType::Q4_K | GgmlType::Q6_K) { w.cols } else { 0 };
+    // XN: the input staged as integers for the chunk dot products (see INT_DOT_ROWS). Its
+    // limbs take workgroup memory, so rows no longer than a folded input's.
+    let staged = rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX);
+    let xn = if k.int_dot && staged && matches!(w.ty, GgmlType::Q4_K | GgmlType::Q6_K) { w.cols } else { 0 };
     let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}/xn{xn}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {

@@ -45,7 +45,7 @@ pub mod shaders {
     pub const QUANT_SPAN: &str = include_str!("../../shaders/quant/span.wgsl");
 
     /// The staged input as integer limbs, for the integer dot products (composed into
-    /// every matvec; used where the header's IDOT is set).
+    /// every matvec; used where the header's XN is set).
     pub const MATVEC_X_LIMBS: &str = include_str!("../../shaders/matmul/matvec_x_limbs.wgsl");
 
     /// The chunk loads and dot product matvec.wgsl uses for weights of type `ty`: the
