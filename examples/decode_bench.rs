@@ -2,7 +2,7 @@
 //! merged, as one workgroup per head, and with the new token's norms and RoPE done inside
 //! against head_norm_rope before it, and what each part of that costs) at several depths,
 //! the residual step, a matvec with and without the residual step folded in, the cost of
-//! workgroup barriers, and matvecs whose weights come from memory rather than cache. Each
+//! workgroup barriers, and matvecs whose weights come from memory against from cache. Each
 //! figure is the time per dispatch over many dependent dispatches of one batch (so it
 //! includes the per-dispatch cost a decode step pays). Prints numbers only.
 //!
@@ -14,7 +14,7 @@ use std::time::Instant;
 use rullama::gguf::GgmlType;
 use rullama::gpu::attention::{self, DecodePrep, FreshKv, KvCaches};
 use rullama::gpu::rope::{HeadGroup, head_norm_rope};
-use rullama::gpu::matmul::{MatvecIn, ResidualIn, matvec_input};
+use rullama::gpu::matmul::{MatvecIn, ResidualIn, matvec_geglu, matvec_input};
 use rullama::gpu::{Access, Batch, Gpu, GpuMatrix, KernelSource, Kernels, kernel, norm};
 
 /// Seconds per call of `record`, over `reps` calls recorded in one batch.
@@ -134,8 +134,17 @@ fn main() -> rullama::Result<()> {
         }
     }
     // Matvecs as decode meets them: weights from memory, not cache (enough copies of the
-    // matrix to pass through a 50 MB L2 before one is read again); the last is E2B's LM head.
-    for (ty, rows, cols, copies) in [(GgmlType::Q4_K, 2048usize, 1536usize, 96usize), (GgmlType::Q4_K, 12288, 1536, 16), (GgmlType::Q5_0, 1024, 640, 384), (GgmlType::Q6_K, 1536, 6144, 32), (GgmlType::Q6_K, 262144, 1536, 2)] {
+    // matrix to pass through a 50 MB L2 before one is read again), against the same matrix
+    // read again and again (from L2 where it fits); the last is E2B's LM head, the first
+    // E2B's [gate; up] as decode runs it (residual step folded in, GeGLU after).
+    let shapes = [
+        (GgmlType::Q4_K, 12288usize, 1536usize, 16usize, true),
+        (GgmlType::Q4_K, 2048, 1536, 96, false),
+        (GgmlType::Q5_0, 1024, 640, 384, false),
+        (GgmlType::Q6_K, 1536, 6144, 32, false),
+        (GgmlType::Q6_K, 262144, 1536, 2, false),
+    ];
+    for (ty, rows, cols, copies, pair) in shapes {
         let bytes = rows * cols / ty.block_elems() * ty.block_bytes();
         let mut data = vec![0u8; bytes];
         let at = if ty == GgmlType::Q6_K { 208 } else { 0 };
@@ -143,14 +152,23 @@ fn main() -> rullama::Result<()> {
             b[at..at + 2].copy_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
         }
         let ws: Vec<GpuMatrix> = (0..copies).map(|_| GpuMatrix::upload(&k, "w", ty, cols, rows, &data)).collect::<rullama::Result<_>>()?;
-        let (x, y) = (f(cols, 1.0), empty(rows));
-        let n = ws.len();
-        let i = std::cell::Cell::new(0usize);
-        let t = time(&k, 4 * n, &|b| {
-            matvec_input(&k, b, &ws[i.get() % n], MatvecIn::Vector(&x, 0), &y, 0).unwrap();
-            i.set(i.get() + 1);
-        });
-        println!("matvec {ty} {rows}x{cols} from memory: {:7.2} us  {:7.1} GB/s", t * 1e6, bytes as f64 / t / 1e9);
+        let (a, x, x2, y, nw) = (f(cols, 0.3), f(cols, 1.0), empty(cols), empty(rows), f(cols, 1.1));
+        let folded = MatvecIn::Residual(ResidualIn { a: (&a, 0), x_in: (&x, 0), x_out: (&x2, 0), post: &nw, pre: Some(&nw), scale: 1.0, eps: 1e-6 });
+        let per = |n: usize| {
+            let i = std::cell::Cell::new(0usize);
+            time(&k, 4 * copies, &|b| {
+                let w = &ws[i.get() % n];
+                if pair {
+                    matvec_geglu(&k, b, w, folded, &y, 0).unwrap();
+                } else {
+                    matvec_input(&k, b, w, MatvecIn::Vector(&x, 0), &y, 0).unwrap();
+                }
+                i.set(i.get() + 1);
+            })
+        };
+        let (mem, one) = (per(copies), per(1));
+        let what = if pair { " [gate; up], folded" } else { "" };
+        println!("matvec {ty} {rows}x{cols}{what} from memory: {:7.2} us  {:7.1} GB/s; one copy read again: {:7.2} us", mem * 1e6, bytes as f64 / mem / 1e9, one * 1e6);
     }
     Ok(())
 }
