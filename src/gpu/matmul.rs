@@ -522,7 +522,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     // XN: the input staged as integers for the chunk dot products (see INT_DOT_ROWS). Its
     // limbs take workgroup memory, so rows no longer than a folded input's.
     let staged = rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX);
-    let xn = if k.int_dot && staged && matches!(w.ty, GgmlType::Q4_K | GgmlType::Q6_K) { w.cols } else { 0 };
+    let xn = if k.int_dot && staged && shaders::has_int_dot(w.ty) { w.cols } else { 0 };
     let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}/xn{xn}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {

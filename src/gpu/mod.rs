@@ -48,10 +48,16 @@ pub mod shaders {
     /// every matvec; used where the header's XN is set).
     pub const MATVEC_X_LIMBS: &str = include_str!("../../shaders/matmul/matvec_x_limbs.wgsl");
 
+    /// Whether weights of type `ty` have an integer dot product over the limbs of a staged
+    /// input (quant/q*_idot.wgsl).
+    pub fn has_int_dot(ty: GgmlType) -> bool {
+        matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+    }
+
     /// The chunk loads and dot product matvec.wgsl uses for weights of type `ty`: the
     /// type's own where it has one (whole blocks per invocation), else four elements
-    /// through its dq4. `idot`: the integer dot product over the limbs of a staged input
-    /// (Q4_K and Q6_K have one; the encoder sets it only for those).
+    /// through its dq4. `idot`: the integer dot product over the limbs of a staged input,
+    /// for the types `has_int_dot` names (the encoder sets it only for those).
     pub fn quant_dot(ty: GgmlType, idot: bool) -> &'static [&'static str] {
         const Q4_K_CHUNK: &str = include_str!("../../shaders/quant/q4_k_chunk.wgsl");
         const Q6_K_CHUNK: &str = include_str!("../../shaders/quant/q6_k_chunk.wgsl");
