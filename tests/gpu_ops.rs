@@ -227,7 +227,8 @@ fn attention_matches_cpu_on(k: &Kernels) {
     type Case = (usize, usize, usize, usize, usize, usize, usize, f32);
     let cases: [Case; 16] = [
         (1, 4, 2, 32, 32, 0, 0, 1.0),
-        // Decode shapes: Gemma 4 sliding (window) and global (512-wide) layers, an odd width.
+        // Decode shapes: Gemma 4 sliding (window) and global (512-wide) layers, a V width of
+        // ten 4-element words (the V loads' key groups leave idle invocations).
         (1, 8, 1, 256, 256, 700, 512, 0.0625),
         (1, 8, 1, 512, 512, 1000, 0, 0.044),
         (1, 3, 1, 48, 40, 77, 0, 0.2),
@@ -236,7 +237,7 @@ fn attention_matches_cpu_on(k: &Kernels) {
         (1, 4, 2, 256, 256, 230, 0, 0.0625),
         (3, 4, 1, 256, 160, 201, 0, 0.0625),
         (2, 4, 2, 64, 64, 210, 5, 0.125),
-        (70, 2, 1, 32, 33, 150, 100, 0.2),
+        (70, 2, 1, 32, 36, 150, 100, 0.2),
         (1, 2, 1, 512, 512, 140, 0, 0.044),
         // Prefill: eight heads of one KV head (Gemma 4 global layers; four per workgroup), and
         // groups of three (one head per workgroup).
@@ -249,6 +250,14 @@ fn attention_matches_cpu_on(k: &Kernels) {
         (21, 4, 1, 256, 256, 50, 0, 0.0625),
         (45, 3, 3, 32, 32, 0, 0, 0.2),
     ];
+    // The caches are read in 4-element words: a V width that is not a multiple of 4 is refused.
+    {
+        let (qb, cb, ob) = (up(k, &[0.0; 64]), up(k, &[0.0; 64]), up(k, &[0.0; 64]));
+        let caches = ga::KvCaches { k: &cb, v: &cb, f16: false };
+        let mut b = batch(k);
+        let e = ga::attention(k, &mut b, &qb, 0, 1, 1, 8, caches, 1, 6, 0, 0, 1.0, &ob, 0).unwrap_err();
+        assert!(e.to_string().contains("multiples of 4"), "{e}");
+    }
     for (ci, (n_tokens, n_heads, kv_heads, hd, vhd, pos0, window, scale)) in cases.into_iter().enumerate() {
         let positions = pos0 + n_tokens;
         // q at an odd offset and at a multiple of 4 (the tiled kernel's vec4 reads).

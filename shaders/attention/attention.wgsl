@@ -10,7 +10,7 @@ const PER: u32 = MAX_HD / WG; // output dimensions per invocation
 const Q4: u32 = MAX_HD / 4u;
 
 @group(0) @binding(2) var<storage, read> kc: array<KC>;
-@group(0) @binding(3) var<storage, read> vc: array<VC>;
+@group(0) @binding(3) var<storage, read> vc: array<KC>;
 
 var<workgroup> q_s: array<vec4<f32>, G * Q4>;
 var<workgroup> w_s: array<f32, G * WG>;

@@ -4,7 +4,8 @@
 // head_dim / 4 reads per key. Here S invocations share a key (each a strided slice of
 // its dimensions), so a tile of KT keys is scored with a few independent reads per
 // invocation, and the V pass reads each key's row with all WG invocations at once.
-// Composed after a header (HD4 = head_dim / 4, VPER = ceil(v_head_dim / WG)) and with
+// Composed after a header (HD4 = head_dim / 4, VHD4 = v_head_dim / 4, VPER =
+// ceil(v_head_dim / WG), S = invocations per key: see decode_s in attention.rs) and with
 // attention_common.wgsl (parameters, bindings, key range, output) and the new token's hooks:
 // attention_decode_load.wgsl (q, K and V already normed and rotated, K and V in the caches)
 // or attention_decode_prep.wgsl (this kernel does that per-head work itself, which saves a
@@ -22,19 +23,29 @@
 // round trips: the first tile's K and V are read into registers before q is loaded and
 // normed, not after (H100: 270M decode 1,099-1,107 → 1,141-1,181 tok/s, E2B 289-292 →
 // 293-295; decode_bench, 4 heads at 256 keys with the prep, 16.8 → 15.3 µs).
+//
+// V is read in 4-element words (v4): invocation lid takes word column lid % VHD4 of the
+// tile's keys kg + NKG·j (key group kg = lid / VHD4), and the groups' sums meet once,
+// after the last tile. One element per invocation and key took a load per element: H100,
+// E2B decode attention 17.3 / 25.6 µs at head size 256 / 512 (without reading V at all,
+// timing only: 14.7 / 19.5), now 16.4 / 21.1 (with S = 16 at 512); E2B decode 417.6-417.9
+// -> 426.6-426.8 tok/s, 391 -> 412 at depth 4096 (docs/performance.md).
 const WG: u32 = 256u;
-const S: u32 = 8u;
 const KT: u32 = WG / S;
 const PER: u32 = MAX_HD / WG;
 const KI: u32 = (HD4 + S - 1u) / S;
+// Key groups of the V words (v_head_dim <= 512, so VHD4 <= WG) and keys per group.
+const NKG: u32 = WG / VHD4;
+const KPI: u32 = (KT + NKG - 1u) / NKG;
 
 var<workgroup> q_s: array<vec4<f32>, HD4>;
 var<workgroup> part: array<f32, WG>;
 var<workgroup> sc: array<f32, KT>;
 var<workgroup> ew: array<f32, KT>;
+var<workgroup> vsum: array<vec4<f32>, WG>;
 
 // The slices of tile t0's keys (up to `last`) this invocation scores and weighs: key
-// t0 + lid / S's K vec4s lid % S + S * ii, and V dimension lid + WG * i of every key.
+// t0 + lid / S's K vec4s lid % S + S * ii, and V word lid % VHD4 of keys t0 + kg + NKG·j.
 fn load_k(t0: u32, last: u32, kvh: u32, lid: u32, kr: ptr<function, array<vec4<f32>, KI>>) {
     let kb = (min(t0 + lid / S, last) * p.kv_heads + kvh) * HD4;
     for (var ii = 0u; ii < KI; ii++) {
@@ -42,13 +53,11 @@ fn load_k(t0: u32, last: u32, kvh: u32, lid: u32, kr: ptr<function, array<vec4<f
     }
 }
 
-fn load_v(t0: u32, last: u32, kvh: u32, lid: u32, vr: ptr<function, array<array<f32, KT>, VPER>>) {
-    let stride = p.kv_heads * p.v_head_dim;
-    for (var i = 0u; i < VPER; i++) {
-        let vb = kvh * p.v_head_dim + min(lid + i * WG, p.v_head_dim - 1u);
-        for (var u = 0u; u < KT; u++) {
-            (*vr)[i][u] = v1(vb + min(t0 + u, last) * stride);
-        }
+fn load_v(t0: u32, last: u32, kvh: u32, lid: u32, vr: ptr<function, array<vec4<f32>, KPI>>) {
+    let vb = kvh * VHD4 + lid % VHD4;
+    let kg = min(lid / VHD4, NKG - 1u);
+    for (var j = 0u; j < KPI; j++) {
+        (*vr)[j] = v4(vb + min(t0 + kg + NKG * j, last) * p.kv_heads * VHD4);
     }
 }
 
@@ -67,7 +76,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // overlap; each later tile's are loaded as soon as the registers are free.
     let kend = cached_end(sp);
     var kr: array<vec4<f32>, KI>;
-    var vr: array<array<f32, KT>, VPER>;
+    var vr: array<vec4<f32>, KPI>;
     if (k0 < kend) {
         load_k(k0, kend - 1u, kvh, lid, &kr);
         load_v(k0, kend - 1u, kvh, lid, &vr);
@@ -79,7 +88,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let sl = lid % S;
     var m = NEG;
     var l = 0.0;
-    var acc: array<f32, PER>;
+    // This invocation's V word over its key group (zero where lid is past the groups).
+    let kg = lid / VHD4;
+    var acc4 = vec4<f32>(0.0);
     for (var t0 = k0; t0 < kend; t0 += KT) {
         let last = kend - 1u;
         let more = t0 + KT < kend;
@@ -118,21 +129,30 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         l = l * alpha + tl;
         m = m_new;
-        for (var i = 0u; i < VPER; i++) {
-            if (lid + i * WG < p.v_head_dim) {
-                var a0 = acc[i] * alpha;
-                var a1 = 0.0;
-                for (var u = 0u; u < KT; u += 2u) {
-                    a0 += ew[u] * vr[i][u];
-                    a1 += ew[u + 1u] * vr[i][u + 1u];
-                }
-                acc[i] = a0 + a1;
+        var a4 = acc4 * alpha;
+        for (var j = 0u; j < KPI; j++) {
+            let u = kg + NKG * j;
+            if (kg < NKG && u < KT) {
+                a4 += ew[u] * vr[j];
             }
         }
+        acc4 = a4;
         if (more) {
             load_v(t0 + KT, last, kvh, lid, &vr);
         }
         workgroupBarrier();
+    }
+    // The key groups' sums meet: dimension d = lid + i·WG is word d / 4 of each group.
+    vsum[lid] = acc4;
+    workgroupBarrier();
+    var acc: array<f32, PER>;
+    for (var i = 0u; i < VPER; i++) {
+        let d = min(lid + i * WG, 4u * VHD4 - 1u);
+        var t = 0.0;
+        for (var kgi = 0u; kgi < NKG; kgi++) {
+            t += vsum[kgi * VHD4 + d / 4u][d % 4u];
+        }
+        acc[i] = t;
     }
     if (kend < k1) {
         fresh_key(lid, fresh_score, &m, &l, &acc);

@@ -2,7 +2,7 @@
 // rotated by rope/head_norm_rope.wgsl, K and V in the caches): q as stored, every key
 // read from the caches (bound read-only).
 @group(0) @binding(2) var<storage, read> kc: array<KC>;
-@group(0) @binding(3) var<storage, read> vc: array<VC>;
+@group(0) @binding(3) var<storage, read> vc: array<KC>;
 
 // This invocation's q vec4, loaded with the first tile's K and V.
 struct Pre {

@@ -17,7 +17,7 @@ const ROPE: u32 = 4u;
 const K_FRESH: u32 = 8u;
 
 @group(0) @binding(2) var<storage, read_write> kc: array<KC>;
-@group(0) @binding(3) var<storage, read_write> vc: array<VC>;
+@group(0) @binding(3) var<storage, read_write> vc: array<KC>;
 @group(0) @binding(5) var<storage, read> wq: array<f32>;
 @group(0) @binding(6) var<storage, read> wk: array<f32>;
 @group(0) @binding(7) var<storage, read> inv_freq: array<f32>;
@@ -100,7 +100,7 @@ fn cached_end(sp: Span) -> u32 {
 // q pair (j, j + half) of head th into q_s for invocation j = lid < half; in the
 // workgroups whose keys end at the new position also the new K and V (K: invocation
 // j < half holds the RoPE pair (j, j + half); V: invocation i < vh the neighbours (2i,
-// 2i + 1), which pack together), rounded as the caches store them, the new key's score
+// 2i + 1)), rounded as the caches store them, the new key's score
 // (returned, scaled) and, in one workgroup per KV head, the row stored into the caches.
 // q_s is complete after the caller's barrier; kt_s and vt_s already are on return.
 fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
@@ -124,7 +124,6 @@ fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
     }
     let kv = kv_round2(head_pair(kx, pre.wk, pre.inv_freq, pre.factor, p.k_flags, ss.y, p.head_dim));
     let vv = kv_round2(head_pair(vx, vec2<f32>(1.0), 0.0, 1.0, p.v_flags & NORM, ss.z, p.v_head_dim));
-    let vw = kv_pack2(vv);
     if (lid < half) {
         kt_s[j] = kv.x;
         kt_s[j + half] = kv.y;
@@ -140,10 +139,9 @@ fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
         if (lid < HD4) {
             kc[at * HD4 + lid] = kv_pack4(vec4<f32>(kt_s[4u * lid], kt_s[4u * lid + 1u], kt_s[4u * lid + 2u], kt_s[4u * lid + 3u]));
         }
-        if (lid < vh) {
-            for (var k = 0u; k < V_WORDS; k++) {
-                vc[(at * vh + i) * V_WORDS + k] = v_word(vw, k);
-            }
+        let vh4 = p.v_head_dim / 4u;
+        if (lid < vh4) {
+            vc[at * vh4 + lid] = kv_pack4(vec4<f32>(vt_s[4u * lid], vt_s[4u * lid + 1u], vt_s[4u * lid + 2u], vt_s[4u * lid + 3u]));
         }
     }
     return score * p.scale;

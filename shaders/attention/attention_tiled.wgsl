@@ -29,12 +29,9 @@ const CHUNKS: u32 = (HD4 + DC4 - 1u) / DC4;
 const KL: u32 = KT * DC4 / WG; // K chunk vec4s per invocation (R * DC4 / WG = SR for q)
 
 @group(0) @binding(2) var<storage, read> kc: array<KC>;
-@group(0) @binding(3) var<storage, read> vc: array<VC>;
-// The V cache bound again as 4-element words (KC: vec4<f32>, or four halves), for wide
-// loads; the kv file's v1 reads `vc` by element.
-@group(0) @binding(5) var<storage, read> vw: array<KC>;
+@group(0) @binding(3) var<storage, read> vc: array<KC>;
 // q bound again as vec4, read so where q_off is a multiple of 4 (the model's case).
-@group(0) @binding(6) var<storage, read> q4: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> q4: array<vec4<f32>>;
 
 var<workgroup> q_s: array<vec4<f32>, R * DS>;
 var<workgroup> k_s: array<vec4<f32>, KT * DS>;
@@ -181,7 +178,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             for (var n = 0u; n < NV; n++) {
                 let d4 = cg + 16u * n;
                 if (VFULL || d4 < VHD4) {
-                    vv[n] = kv_unpack4(vw[vb + d4]);
+                    vv[n] = v4(vb + d4);
                 }
             }
             for (var i = 0u; i < SR; i++) {

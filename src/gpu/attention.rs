@@ -181,9 +181,6 @@ pub fn attention_decode(
 ) -> Result<()> {
     let mut p = params(q, 0, 1, n_heads, head_dim, kv, kv_heads, v_head_dim, pos, window, scale)?;
     check_fits("attention_decode out", &[(out, n_heads * v_head_dim)])?;
-    if !v_head_dim.is_multiple_of(2) {
-        return Err(Error::Input(format!("attention_decode: v_head_dim {v_head_dim} is odd")));
-    }
     if pos >= 1 << 24 {
         return Err(Error::Input(format!("attention_decode: position {pos} is beyond 2^24")));
     }
@@ -244,7 +241,7 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
     if let Some(shape) = tiled_shape(k, &p) {
         return tiled(k, b, p, q, kv, out, out_off, shape, true);
     }
-    let (splits, chunk) = split_plan(TARGET_GROUPS, rows, keys, if n_tokens == 1 { DECODE_TILE } else { CHUNK_ALIGN });
+    let (splits, chunk) = split_plan(TARGET_GROUPS, rows, keys, if n_tokens == 1 { decode_tile(p.head_dim as usize) } else { CHUNK_ALIGN });
     p.out_off = u32_of(out_off, "attention out_off")?;
     if splits <= 1 {
         return run(k, b, p, q, kv, out, rows, prep, None);
@@ -363,16 +360,16 @@ fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCach
     let name = format!("attention_tiled/{ty}/hd{hd}/v{vhd}/r{rows}/k{kt}");
     let code = [header.as_str(), shaders::ATTENTION_TILED, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache];
     let (r, rw) = (Access::Read, Access::ReadWrite);
-    let access = [r, r, r, rw, r, r];
+    let access = [r, r, r, rw, r];
     (p.splits, p.chunk) = (splits as u32, u32_of(chunk, "attention chunk")?);
     if splits == 1 {
         p.out_off = u32_of(out_off, "attention out_off")?;
-        return launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, out, kv.v, q], groups, |groups_x| Params { groups_x, ..p });
+        return launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, out, q], groups, |groups_x| Params { groups_x, ..p });
     }
     let qrows = n * p.n_heads as usize;
     let part = partials(k, qrows, splits, vhd)?;
     p.out_off = 0;
-    launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, &part, kv.v, q], groups * splits, |groups_x| Params { groups_x, ..p })?;
+    launch(k, b, &name, &code, &access, &[q, kv.k, kv.v, &part, q], groups * splits, |groups_x| Params { groups_x, ..p })?;
     merge(k, b, &part, out, out_off, qrows, splits, vhd)
 }
 
@@ -381,10 +378,22 @@ fn tiled(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: KvCach
 /// keys for its output dimensions) is a chain of memory reads whose length the chunk bounds.
 const CHUNK_ALIGN: usize = 16;
 
-/// Keys per tile of attention_decode.wgsl (its KT): its splits are whole tiles. Splitting
-/// decode attention as finely as this pays on an H100: at least 128 keys per split cost
-/// the 270M layout 453 → 360 tok/s, and 8 invocations per key (32-key tiles) beat 4 and 16.
-const DECODE_TILE: usize = 32;
+/// Invocations per key of attention_decode.wgsl (its S) for head size `hd`; its tiles
+/// are DECODE_WG / S keys and its splits whole tiles. Splitting decode attention as
+/// finely as this pays on an H100: at least 128 keys per split cost the 270M layout 453 →
+/// 360 tok/s. At head size 256, 8 per key (32-key tiles) beat 4 and 16 (E2B decode, three
+/// alternated runs: 426.6–426.8 tok/s against 419.6–420.5 and 421.0–421.2; 270M
+/// 1,513–1,518 against 1,476 and 1,481–1,488); at 512, 16 (16-key tiles: half the K and
+/// V each invocation holds) beat 8 (E2B 426.6–426.8 against 422.1–424.0; the kernel
+/// 21.1 against 23.6 µs).
+fn decode_s(hd: usize) -> usize {
+    if hd >= 512 { 16 } else { 8 }
+}
+
+fn decode_tile(hd: usize) -> usize {
+    DECODE_WG / decode_s(hd)
+}
+
 /// Invocations per workgroup of attention_decode.wgsl (its WG).
 const DECODE_WG: usize = 256;
 
@@ -412,9 +421,9 @@ fn params(
     scale: f32,
 ) -> Result<Params> {
     // K rows are read as vec4.
-    if head_dim == 0 || head_dim > MAX_HEAD_DIM || !head_dim.is_multiple_of(4) || v_head_dim == 0 || v_head_dim > MAX_HEAD_DIM {
+    if head_dim == 0 || head_dim > MAX_HEAD_DIM || !head_dim.is_multiple_of(4) || v_head_dim == 0 || v_head_dim > MAX_HEAD_DIM || !v_head_dim.is_multiple_of(4) {
         return Err(Error::Input(format!(
-            "attention: head_dim {head_dim} must be a multiple of 4 up to {MAX_HEAD_DIM}, v_head_dim {v_head_dim} 1..={MAX_HEAD_DIM}"
+            "attention: head_dim {head_dim} and v_head_dim {v_head_dim} must be multiples of 4 up to {MAX_HEAD_DIM}"
         )));
     }
     if kv_heads == 0 || !n_heads.is_multiple_of(kv_heads) {
@@ -465,12 +474,12 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
     if p.n_tokens == 1 {
         // Shapes as constants, so the kernel's loops unroll (one kernel per head shape).
         let (hd, vhd) = (p.head_dim as usize, p.v_head_dim as usize);
-        let mut header = format!("const HD4: u32 = {}u;\nconst VPER: u32 = {}u;\n", hd / 4, vhd.div_ceil(DECODE_WG));
+        let mut header = format!("const HD4: u32 = {}u;\nconst VPER: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst S: u32 = {}u;\n", hd / 4, vhd.div_ceil(DECODE_WG), vhd / 4, decode_s(hd));
         if merged.is_none() {
             // The splits' partials go to attention_merge.wgsl: nothing to finish.
             header += "fn finish(th: u32, lid: u32) {}\n";
         }
-        let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}");
+        let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}/s{}", decode_s(hd));
         let Some(prep) = prep else {
             let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache, shaders::ATTENTION_DECODE_LOAD];
             return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
@@ -521,7 +530,7 @@ mod tests {
     #[test]
     fn split_plan_covers_every_key_with_whole_tiles() {
         for target in [TARGET_GROUPS, TILED_TARGET_GROUPS] {
-            for (rows, align) in [(1, DECODE_TILE), (8, DECODE_TILE), (3, CHUNK_ALIGN), (8, CHUNK_ALIGN), (64, CHUNK_ALIGN), (300, CHUNK_ALIGN), (128, 16)] {
+            for (rows, align) in [(1, decode_tile(256)), (8, decode_tile(256)), (8, decode_tile(512)), (3, CHUNK_ALIGN), (8, CHUNK_ALIGN), (64, CHUNK_ALIGN), (300, CHUNK_ALIGN), (128, 16)] {
                 for keys in [1, 63, 64, 65, 200, 4096, 131072] {
                     let (splits, chunk) = split_plan(target, rows, keys, align);
                     assert_eq!(chunk % align, 0);
