@@ -4,8 +4,8 @@
 // head_dim / 4 reads per key. Here S invocations share a key (each a strided slice of
 // its dimensions), so a tile of KT keys is scored with a few independent reads per
 // invocation, and the V pass reads each key's row with all WG invocations at once.
-// Composed after a header (HD4 = head_dim / 4, VHD4 = v_head_dim / 4, VPER =
-// ceil(v_head_dim / WG), S = invocations per key: see decode_s in attention.rs) and with
+// Composed after a header (HD4 = head_dim / 4, VHD4 = v_head_dim / 4, S = invocations
+// per key: see decode_s in attention.rs) and with
 // attention_common.wgsl (parameters, bindings, key range, output) and the new token's hooks:
 // attention_decode_load.wgsl (q, K and V already normed and rotated, K and V in the caches)
 // or attention_decode_prep.wgsl (this kernel does that per-head work itself, which saves a
@@ -33,6 +33,8 @@
 const WG: u32 = 256u;
 const KT: u32 = WG / S;
 const PER: u32 = MAX_HD / WG;
+// Output dimensions this invocation holds (d = lid + i·WG): ceil(v_head_dim / WG).
+const VPER: u32 = (4u * VHD4 + WG - 1u) / WG;
 const KI: u32 = (HD4 + S - 1u) / S;
 // Key groups of the V words (v_head_dim <= 512, so VHD4 <= WG) and keys per group.
 const NKG: u32 = WG / VHD4;
@@ -88,7 +90,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let sl = lid % S;
     var m = NEG;
     var l = 0.0;
-    // This invocation's V word over its key group (zero where lid is past the groups).
+    // This invocation's V word over its key group (invocations past the groups sum a
+    // clamped group's keys, which nothing reads).
     let kg = lid / VHD4;
     var acc4 = vec4<f32>(0.0);
     for (var t0 = k0; t0 < kend; t0 += KT) {
@@ -132,7 +135,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         var a4 = acc4 * alpha;
         for (var j = 0u; j < KPI; j++) {
             let u = kg + NKG * j;
-            if (kg < NKG && u < KT) {
+            if (u < KT) {
                 a4 += ew[u] * vr[j];
             }
         }

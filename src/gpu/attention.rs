@@ -474,7 +474,7 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
     if p.n_tokens == 1 {
         // Shapes as constants, so the kernel's loops unroll (one kernel per head shape).
         let (hd, vhd) = (p.head_dim as usize, p.v_head_dim as usize);
-        let mut header = format!("const HD4: u32 = {}u;\nconst VPER: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst S: u32 = {}u;\n", hd / 4, vhd.div_ceil(DECODE_WG), vhd / 4, decode_s(hd));
+        let mut header = format!("const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst S: u32 = {}u;\n", hd / 4, vhd / 4, decode_s(hd));
         if merged.is_none() {
             // The splits' partials go to attention_merge.wgsl: nothing to finish.
             header += "fn finish(th: u32, lid: u32) {}\n";
