@@ -14,6 +14,8 @@
 // from the caches end: before the new position when prepare makes that key's K and V (and
 // returns its score) itself, which fresh_key then adds after the cached keys (the loops
 // over the caches stay as they are).
+// key_sum(d, lid) adds a key's S partial dot products, right in the key's first invocation
+// at least: attention_decode_sum_subgroup.wgsl (shuffles) or attention_decode_sum_shared.wgsl.
 // finish(th, lid) runs after the store: attention_decode_merge.wgsl's merge of the
 // row's splits by the last of them, or nothing (defined in the header).
 //
@@ -41,10 +43,11 @@ const NKG: u32 = WG / VHD4;
 const KPI: u32 = (KT + NKG - 1u) / NKG;
 
 var<workgroup> q_s: array<vec4<f32>, HD4>;
-var<workgroup> part: array<f32, WG>;
-var<workgroup> sc: array<f32, KT>;
-var<workgroup> ew: array<f32, KT>;
+// Scores of two tiles: a tile writes one half while slower invocations may still read the
+// tile before's, so the loop needs no barrier after its reads.
+var<workgroup> sc: array<f32, 2u * KT>;
 var<workgroup> vsum: array<vec4<f32>, WG>;
+var<workgroup> lsum: array<f32, NKG>;
 
 // The slices of tile t0's keys (up to `last`) this invocation scores and weighs: key
 // t0 + lid / S's K vec4s lid % S + S * ii, and V word lid % VHD4 of keys t0 + kg + NKG·j.
@@ -87,66 +90,66 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let fresh_score = prepare(sp, lid, pre);
     workgroupBarrier();
 
-    let sl = lid % S;
-    var m = NEG;
-    var l = 0.0;
-    // This invocation's V word over its key group (invocations past the groups sum a
-    // clamped group's keys, which nothing reads).
+    // This invocation's key in a tile (for the scores) and its V word's key group
+    // (invocations past the groups weigh a clamped group's keys, which nothing reads).
+    let ks = lid / S;
     let kg = lid / VHD4;
+    var m = NEG;
+    // This key group's share of the softmax denominator; the groups' shares meet at the end.
+    var l = 0.0;
     var acc4 = vec4<f32>(0.0);
+    var half = 0u;
     for (var t0 = k0; t0 < kend; t0 += KT) {
         let last = kend - 1u;
         let more = t0 + KT < kend;
-        // Scores: invocations j*S .. j*S+S-1 take key t0 + j.
+        // Scores: invocations ks*S .. ks*S+S-1 take key t0 + ks.
         var d = 0.0;
         for (var ii = 0u; ii < KI; ii++) {
-            let i = sl + ii * S;
+            let i = lid % S + ii * S;
             d += select(0.0, dot(q_s[min(i, HD4 - 1u)], kr[ii]), i < HD4);
         }
         if (more) {
             load_k(t0 + KT, last, kvh, lid, &kr);
         }
-        part[lid] = d;
-        workgroupBarrier();
-        if (lid < KT) {
-            var t = 0.0;
-            for (var u = 0u; u < S; u++) {
-                t += part[lid * S + u];
-            }
-            sc[lid] = select(NEG, t * p.scale, t0 + lid <= last);
+        let t = key_sum(d, lid);
+        if (lid % S == 0u) {
+            sc[half + ks] = select(NEG, t * p.scale, t0 + ks <= last);
         }
         workgroupBarrier();
+        // Every invocation takes the tile's maximum and the weights of its own keys from
+        // the scores itself: one barrier a tile, where exchanging the partial scores and
+        // the weights through workgroup memory took four (H100, four alternated runs: E2B
+        // decode 425.0-426.3 -> 425.6-427.5 tok/s, 270M 1,508-1,515 -> 1,517-1,523; the
+        // kernel at head size 512 21.3 -> 20.6 µs).
         var tm = NEG;
         for (var u = 0u; u < KT; u++) {
-            tm = max(tm, sc[u]);
+            tm = max(tm, sc[half + u]);
         }
         let m_new = max(m, tm);
         let alpha = exp(m - m_new);
-        if (lid < KT) {
-            ew[lid] = select(0.0, exp(sc[lid] - m_new), t0 + lid <= last);
-        }
-        workgroupBarrier();
-        var tl = 0.0;
-        for (var u = 0u; u < KT; u++) {
-            tl += ew[u];
-        }
-        l = l * alpha + tl;
-        m = m_new;
+        var tl = l * alpha;
         var a4 = acc4 * alpha;
         for (var j = 0u; j < KPI; j++) {
             let u = kg + NKG * j;
             if (u < KT) {
-                a4 += ew[u] * vr[j];
+                let e = select(0.0, exp(sc[half + u] - m_new), t0 + u <= last);
+                tl += e;
+                a4 += e * vr[j];
             }
         }
+        l = tl;
         acc4 = a4;
+        m = m_new;
         if (more) {
             load_v(t0 + KT, last, kvh, lid, &vr);
         }
-        workgroupBarrier();
+        half = KT - half;
     }
     // The key groups' sums meet: dimension d = lid + i·WG is word d / 4 of each group.
     vsum[lid] = acc4;
+    if (lid % VHD4 == 0u && kg < NKG) {
+        lsum[kg] = l;
+    }
     workgroupBarrier();
     var acc: array<f32, PER>;
     for (var i = 0u; i < VPER; i++) {
@@ -156,6 +159,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             t += vsum[kgi * VHD4 + d / 4u][d % 4u];
         }
         acc[i] = t;
+    }
+    l = 0.0;
+    for (var kgi = 0u; kgi < NKG; kgi++) {
+        l += lsum[kgi];
     }
     if (kend < k1) {
         fresh_key(lid, fresh_score, &m, &l, &acc);

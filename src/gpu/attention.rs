@@ -479,13 +479,18 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
             // The splits' partials go to attention_merge.wgsl: nothing to finish.
             header += "fn finish(th: u32, lid: u32) {}\n";
         }
-        let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}/s{}", decode_s(hd));
+        // A key's S partial scores meet by subgroup shuffles where a subgroup holds them.
+        let (sum, sum_tag) = match super::uniform_subgroups(k) {
+            Some(sgs) if sgs as usize >= decode_s(hd) => (shaders::ATTENTION_DECODE_SUM_SUBGROUP, "/ks"),
+            _ => (shaders::ATTENTION_DECODE_SUM_SHARED, ""),
+        };
+        let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}/s{}{sum_tag}", decode_s(hd));
         let Some(prep) = prep else {
-            let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache, shaders::ATTENTION_DECODE_LOAD];
+            let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache, shaders::ATTENTION_DECODE_LOAD, sum];
             return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });
         };
         let (red, tag) = super::reduce(k);
-        let mut code = vec![header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_PREP, shaders::SIN_COS, red[0], red[1]];
+        let mut code = vec![header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, cache, shaders::ATTENTION_DECODE_PREP, shaders::SIN_COS, red[0], red[1], sum];
         let inv_freq = super::rope::inv_freq_table(k, hd, prep.base);
         let weight = |n: Option<Option<&wgpu::Buffer>>| n.flatten().unwrap_or(&k.dummy).clone();
         let (kn, vn) = prep.fresh.as_ref().map_or((&k.dummy, &k.dummy), |f| (f.k, f.v));

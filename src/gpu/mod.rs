@@ -117,6 +117,8 @@ pub mod shaders {
     pub const ATTENTION_OUT: &str = include_str!("../../shaders/attention/attention_out.wgsl");
     pub const ATTENTION_DECODE: &str = include_str!("../../shaders/attention/attention_decode.wgsl");
     pub const ATTENTION_DECODE_LOAD: &str = include_str!("../../shaders/attention/attention_decode_load.wgsl");
+    pub const ATTENTION_DECODE_SUM_SUBGROUP: &str = include_str!("../../shaders/attention/attention_decode_sum_subgroup.wgsl");
+    pub const ATTENTION_DECODE_SUM_SHARED: &str = include_str!("../../shaders/attention/attention_decode_sum_shared.wgsl");
     pub const ATTENTION_DECODE_PREP: &str = include_str!("../../shaders/attention/attention_decode_prep.wgsl");
     pub const KV_F32: &str = include_str!("../../shaders/attention/kv_f32.wgsl");
     pub const KV_F16: &str = include_str!("../../shaders/attention/kv_f16.wgsl");
@@ -136,19 +138,23 @@ pub mod shaders {
 /// memory. Returns the source (two parts, both static: this runs for every dispatch
 /// recorded) and the suffix that tells the variants' kernel names apart.
 pub(crate) fn reduce(k: &Kernels) -> ([&'static str; 2], &'static str) {
-    let g = &k.gpu;
-    let sgs = match g.subgroup_min {
-        4 => "const SGS: u32 = 4u;",
-        8 => "const SGS: u32 = 8u;",
-        16 => "const SGS: u32 = 16u;",
-        32 => "const SGS: u32 = 32u;",
-        64 => "const SGS: u32 = 64u;",
-        _ => "",
+    let sgs = match uniform_subgroups(k) {
+        Some(4) => "const SGS: u32 = 4u;",
+        Some(8) => "const SGS: u32 = 8u;",
+        Some(16) => "const SGS: u32 = 16u;",
+        Some(32) => "const SGS: u32 = 32u;",
+        Some(64) => "const SGS: u32 = 64u;",
+        _ => return (["", shaders::REDUCE], ""),
     };
-    if k.use_subgroups && g.subgroups && g.subgroup_min == g.subgroup_max && !sgs.is_empty() {
-        return ([sgs, shaders::REDUCE_SUBGROUP], "/sg");
-    }
-    (["", shaders::REDUCE], "")
+    ([sgs, shaders::REDUCE_SUBGROUP], "/sg")
+}
+
+/// The subgroup size kernels may build on (subgroup i holding invocations SGS·i ..
+/// SGS·i + SGS - 1): where the device's subgroups have one fixed size and
+/// `k.use_subgroups` allows them.
+pub(crate) fn uniform_subgroups(k: &Kernels) -> Option<u32> {
+    let g = &k.gpu;
+    (k.use_subgroups && g.subgroups && g.subgroup_min == g.subgroup_max).then_some(g.subgroup_min)
 }
 
 /// Concatenate shader parts into one module source.
