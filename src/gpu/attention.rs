@@ -385,7 +385,8 @@ const CHUNK_ALIGN: usize = 16;
 /// alternated runs: 426.6–426.8 tok/s against 419.6–420.5 and 421.0–421.2; 270M
 /// 1,513–1,518 against 1,476 and 1,481–1,488); at 512, 16 (16-key tiles: half the K and
 /// V each invocation holds) beat 8 (E2B 426.6–426.8 against 422.1–424.0; the kernel
-/// 21.1 against 23.6 µs).
+/// 21.1 against 23.6 µs). 32 at 512 gained 0.2% with f32 caches at 512 keys and lost
+/// 1.5% with f16 caches at 4096 (8-key tiles: twice the tiles per split).
 fn decode_s(hd: usize) -> usize {
     if hd >= 512 { 16 } else { 8 }
 }
