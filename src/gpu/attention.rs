@@ -475,17 +475,18 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
     if p.n_tokens == 1 {
         // Shapes as constants, so the kernel's loops unroll (one kernel per head shape).
         let (hd, vhd) = (p.head_dim as usize, p.v_head_dim as usize);
-        let mut header = format!("const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst S: u32 = {}u;\n", hd / 4, vhd / 4, decode_s(hd));
+        let s = decode_s(hd);
+        let mut header = format!("const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst S: u32 = {s}u;\n", hd / 4, vhd / 4);
         if merged.is_none() {
             // The splits' partials go to attention_merge.wgsl: nothing to finish.
             header += "fn finish(th: u32, lid: u32) {}\n";
         }
         // A key's S partial scores meet by subgroup shuffles where a subgroup holds them.
         let (sum, sum_tag) = match super::uniform_subgroups(k) {
-            Some(sgs) if sgs as usize >= decode_s(hd) => (shaders::ATTENTION_DECODE_SUM_SUBGROUP, "/ks"),
+            Some(sgs) if sgs as usize >= s => (shaders::ATTENTION_DECODE_SUM_SUBGROUP, "/ks"),
             _ => (shaders::ATTENTION_DECODE_SUM_SHARED, ""),
         };
-        let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}/s{}{sum_tag}", decode_s(hd));
+        let name = format!("attention_decode/{ty}/hd{hd}/v{vhd}/s{s}{sum_tag}");
         let Some(prep) = prep else {
             let code = [header.as_str(), shaders::ATTENTION_DECODE, shaders::ATTENTION_COMMON, shaders::ATTENTION_OUT, cache, shaders::ATTENTION_DECODE_LOAD, sum];
             return launch(k, b, &name, &code, &access, &buffers, groups, |groups_x| Params { groups_x, ..p });

@@ -512,7 +512,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let tpr = matvec_tpr(chunks, w.rows, matches!(input, MatvecIn::Residual(_)));
     let cpt = chunks.div_ceil(tpr);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
-    let sg = k.use_subgroups && k.gpu.subgroups_32;
+    let sg = super::uniform_subgroups(k) == Some(32);
     // RN: the staged row length of a residual input (0: x is read from its buffer).
     let rn = if matches!(input, MatvecIn::Residual(_)) { w.cols } else { 0 };
     let (wg_reduce, tag) = super::reduce(k);
