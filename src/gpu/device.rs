@@ -19,9 +19,6 @@ pub struct Gpu {
     pub subgroups: bool,
     pub subgroup_min: u32,
     pub subgroup_max: u32,
-    /// Subgroups may be used and are exactly 32 invocations wide (kernels that lay whole
-    /// subgroups over fixed groups of 32 invocations need this).
-    pub subgroups_32: bool,
     /// GPU timestamps can be written between passes (used by `RULLAMA_PROFILE=kernels` and `=1`).
     pub timestamps: bool,
     /// Cooperative matrices (tensor cores) of 16x16x16 f16 -> f32 on subgroups of 32 may
@@ -102,6 +99,7 @@ impl Gpu {
         if timestamps {
             required |= wgpu::Features::TIMESTAMP_QUERY;
         }
+        // The tensor-core kernel lays whole subgroups over fixed groups of 32 invocations.
         let subgroups_32 = subgroups && info.subgroup_min_size == 32 && info.subgroup_max_size == 32;
         let coop = f16
             && subgroups_32
@@ -155,7 +153,7 @@ impl Gpu {
                 limits.max_compute_workgroup_storage_size >> 10,
             );
         }
-        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, subgroups_32, timestamps, coop, coherent, errors })
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, coop, coherent, errors })
     }
 
     /// The first error the device reported since the last call, if any.
