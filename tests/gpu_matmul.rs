@@ -678,7 +678,8 @@ fn coop_tiles_and_chunks_match_cpu() {
 /// cut by a mask), lo to one f16 step (the GPU's f32 -> f16 rounding mode may differ), zero
 /// rows past the data, and hi + lo · 2^-11 within 2^-21 of the value (normal f16 range).
 /// F32 rows are read at an offset and a stride wider than the row, as activations are;
-/// with every weight type they also ride along as the second job, of another shape.
+/// with every weight type they also ride along as the second job, of another shape. Every
+/// type is split row-major and in tiles of 4 rows (the product kernel's layout).
 #[test]
 fn split_f16_matches_cpu() {
     use rullama::gpu::matmul_coop::{SplitJob, split_f16, split_f16_cpu};
@@ -692,11 +693,20 @@ fn split_f16_matches_cpu() {
         (bytemuck::cast_slice(&xs).to_vec(), values)
     };
     let parts = |rows: usize, cols: usize| (kernel::storage(&k.gpu, "hi", (rows * cols * 2) as u64), kernel::storage(&k.gpu, "lo", (rows * cols * 2) as u64));
-    let check = |what: &str, (hi, lo): &(wgpu::Buffer, wgpu::Buffer), values: &[f32], scale: f32, padded: usize| {
+    // Where element i (row-major, rows of `cols`) lies in tiles of `tile` rows x 32 columns.
+    let at = |i: usize, cols: usize, tile: usize| -> usize {
+        if tile == 0 {
+            return i;
+        }
+        let (r, c) = (i / cols, i % cols);
+        ((r / tile) * (cols / 32) + c / 32) * (tile * 32) + (r % tile) * 32 + c % 32
+    };
+    let check = |what: &str, (hi, lo): &(wgpu::Buffer, wgpu::Buffer), values: &[f32], scale: f32, padded: usize, (cols, tile): (usize, usize)| {
         let read = |buf: &wgpu::Buffer| -> Vec<f16> {
             bytemuck::cast_slice::<u8, u16>(&kernel::read_back(&k.gpu, buf, 0, (padded * 2) as u64).unwrap()).iter().map(|&h| f16::from_bits(h)).collect()
         };
-        let (gh, gl) = (read(hi), read(lo));
+        let (tiled_h, tiled_l) = (read(hi), read(lo));
+        let (gh, gl): (Vec<f16>, Vec<f16>) = (0..padded).map(|i| (tiled_h[at(i, cols, tile)], tiled_l[at(i, cols, tile)])).unzip();
         for (i, v) in values.iter().enumerate() {
             let v = v * scale;
             let (h, l) = split_f16_cpu(v);
@@ -713,7 +723,7 @@ fn split_f16_matches_cpu() {
     };
     let (cols, rows, pad) = (512, 5, 8);
     let (x_cols, x_rows, x_pad) = (96, 3, 16);
-    for &ty in TYPES {
+    for (&ty, tile) in TYPES.iter().flat_map(|ty| [(ty, 0), (ty, 4)]) {
         let (bytes, byte0, row_bytes, values) = if ty == GgmlType::F32 {
             let (bytes, values) = activations(&mut rng, rows, cols);
             (bytes, 32, (cols + 12) * 4, values)
@@ -724,18 +734,18 @@ fn split_f16_matches_cpu() {
         };
         let src = kernel::upload(&k.gpu, "src", &bytes);
         let out = parts(pad, cols);
-        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1 };
+        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: tile };
         let (x_bytes, x_values) = activations(&mut rng, x_rows, x_cols);
         let x_src = kernel::upload(&k.gpu, "x", &x_bytes);
         let x_out = parts(x_pad, x_cols);
-        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1 };
+        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: 0 };
         let along = ty != GgmlType::F32;
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
         split_f16(&k, &mut b, &job, along.then_some(&x_job)).unwrap();
         b.submit().unwrap();
-        check(&format!("{ty}"), &out, &values, 16.0, pad * cols);
+        check(&format!("{ty} in tiles of {tile}"), &out, &values, 16.0, pad * cols, (cols, tile));
         if along {
-            check(&format!("f32 along {ty}"), &x_out, &x_values, 0.0625, x_pad * x_cols);
+            check(&format!("f32 along {ty}"), &x_out, &x_values, 0.0625, x_pad * x_cols, (x_cols, 0));
         }
     }
 }

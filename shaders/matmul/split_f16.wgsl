@@ -3,7 +3,10 @@
 // both packed two per u32, row-major, `cols` (a multiple of 8) per row. Each invocation
 // splits 8 consecutive elements and stores 16 bytes of each part. Rows from `rows` up to
 // the grid's end are written as zeros, so the product kernel reads whole tiles without
-// checks.
+// checks. With `tile_rows` set, a weight's groups are laid out as the product kernel
+// stages them: the tile_rows x 32 elements of one row tile and 32-column step are
+// contiguous (row-major within), steps in turn, then row tiles, so a workgroup's step is
+// one contiguous read instead of tile_rows 64-byte pieces a row apart.
 // A second job may ride along: rows of f32 activations (x of the same matmul) split the
 // same way into their own buffers, by the invocations past the first job's, so a
 // tensor-core matmul needs one split dispatch rather than two (each dependent dispatch
@@ -30,6 +33,7 @@ struct Params {
     x_stride: u32,
     x_total: u32,
     x_scale: f32,
+    tile_rows: u32,  // 0: row-major; else the layout above (cols8 a multiple of 4)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -76,8 +80,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         x_hi[j] = h;
         x_lo[j] = l;
     } else {
-        hi[i] = h;
-        lo[i] = l;
+        var o = i;
+        let t = p.tile_rows;
+        if (t != 0u) {
+            let r = i / p.cols8;
+            let c8 = i % p.cols8;
+            o = ((r / t) * (p.cols8 / 4u) + c8 / 4u) * (t * 4u) + (r % t) * 4u + c8 % 4u;
+        }
+        hi[o] = h;
+        lo[o] = l;
     }
 }
 

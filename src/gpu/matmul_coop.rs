@@ -87,6 +87,7 @@ struct SplitParams {
     x_stride: u32,
     x_total: u32,
     x_scale: f32,
+    tile_rows: u32,
 }
 
 #[repr(C)]
@@ -195,7 +196,8 @@ pub fn split_f16_cpu(v: f32) -> (half::f16, half::f16) {
 
 /// One job of split_f16.wgsl: `rows` rows of `cols` elements of type `ty` in `src` (row `i`
 /// at byte `byte0 + i · row_bytes`), scaled by `scale`, into `hi` and `lo`, with zero rows
-/// up to `rows_pad`.
+/// up to `rows_pad`: row-major, or for `tile_rows` > 0 (first job only) in tiles of that
+/// many rows by 32 columns, each tile row-major, tiles along the columns, then down.
 #[derive(Clone, Copy)]
 pub struct SplitJob<'a> {
     pub src: &'a wgpu::Buffer,
@@ -208,6 +210,7 @@ pub struct SplitJob<'a> {
     pub scale: f32,
     pub hi: &'a wgpu::Buffer,
     pub lo: &'a wgpu::Buffer,
+    pub tile_rows: usize,
 }
 
 impl SplitJob<'_> {
@@ -215,6 +218,9 @@ impl SplitJob<'_> {
     fn groups(&self) -> Result<usize> {
         if !self.cols.is_multiple_of(8) || self.rows > self.rows_pad {
             return Err(Error::Input(format!("split_f16: {} rows of {} columns into {} (columns must be a multiple of 8)", self.rows, self.cols, self.rows_pad)));
+        }
+        if self.tile_rows > 0 && (!self.cols.is_multiple_of(32) || !self.rows_pad.is_multiple_of(self.tile_rows)) {
+            return Err(Error::Input(format!("split_f16: tiles of {} rows need whole tiles and columns a multiple of 32 ({} rows, {} columns)", self.tile_rows, self.rows_pad, self.cols)));
         }
         let total = self.rows_pad * self.cols / 8;
         if (total as u64) * 16 > self.hi.size().min(self.lo.size()) {
@@ -230,8 +236,8 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
     let total = job.groups()?;
     let x_total = match x {
         None => 0,
-        Some(x) if x.ty != GgmlType::F32 || !x.byte0.is_multiple_of(4) || !x.row_bytes.is_multiple_of(4) => {
-            return Err(Error::Input("split_f16: the second job takes f32 rows at 4-byte offsets".into()));
+        Some(x) if x.ty != GgmlType::F32 || !x.byte0.is_multiple_of(4) || !x.row_bytes.is_multiple_of(4) || x.tile_rows != 0 => {
+            return Err(Error::Input("split_f16: the second job takes row-major f32 rows at 4-byte offsets".into()));
         }
         Some(x) => x.groups()?,
     };
@@ -251,6 +257,7 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         x_stride: u32_of(x.map_or(0, |x| x.row_bytes / 4), "split_f16 row stride")?,
         x_total: u32_of(x_total, "split_f16 size")?,
         x_scale: x.map_or(1.0, |x| x.scale),
+        tile_rows: u32_of(job.tile_rows, "split_f16 tile rows")?,
     };
     u32_of(total + x_total, "split_f16 size")?;
     let none;
@@ -302,7 +309,7 @@ pub(crate) fn matmul_coop(
     let n_pad = n.div_ceil(bm) * bm;
     let x_bytes = (n_pad * cols * 2) as u64;
     let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
-    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl };
+    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl, tile_rows: 0 };
     // x is split by the first weight chunk's dispatch.
     let mut x_pending = Some(x_job);
 
@@ -341,7 +348,7 @@ pub(crate) fn matmul_coop(
             let rp = rc.div_ceil(bn) * bn;
             let w_bytes = (rp * cols * 2) as u64;
             let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl };
+            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn };
             split_f16(k, b, &w_job, x_pending.take().as_ref())?;
             let tiles = (rp / bn) * (n_pad / bm);
             let (mut splits, mut split_cols) = split_k_plan(tiles, cols);
