@@ -738,14 +738,14 @@ fn split_f16_matches_cpu() {
         let (x_bytes, x_values) = activations(&mut rng, x_rows, x_cols);
         let x_src = kernel::upload(&k.gpu, "x", &x_bytes);
         let x_out = parts(x_pad, x_cols);
-        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: 0 };
+        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: tile };
         let along = ty != GgmlType::F32;
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
         split_f16(&k, &mut b, &job, along.then_some(&x_job)).unwrap();
         b.submit().unwrap();
         check(&format!("{ty} in tiles of {tile}"), &out, &values, 16.0, pad * cols, (cols, tile));
         if along {
-            check(&format!("f32 along {ty}"), &x_out, &x_values, 0.0625, x_pad * x_cols, (x_cols, 0));
+            check(&format!("f32 along {ty} in tiles of {tile}"), &x_out, &x_values, 0.0625, x_pad * x_cols, (x_cols, tile));
         }
     }
 }

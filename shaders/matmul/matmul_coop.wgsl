@@ -14,8 +14,9 @@
 // constant, so the fragments past FR = 2 fold away there. Per 32 columns the workgroup
 // stages its x and w rows (hi and lo) in workgroup memory, fetched into registers one
 // step ahead so the loads overlap the previous step's products. x rows are padded to
-// whole BM tiles and w rows to whole BN tiles with zeros, so no load needs a check; w is
-// split in tiles of BN rows (split_f16.wgsl's tile_rows), each step's rows contiguous.
+// whole BM tiles and w rows to whole BN tiles with zeros, so no load needs a check; both
+// are split in tiles of BM (BN) rows (split_f16.wgsl's tile_rows), each step's rows
+// contiguous.
 // Matrices whose tiles alone would leave the GPU idle are split along their columns too
 // (split-K): each range writes a partial y that split_k_sum.wgsl adds up.
 //
@@ -86,13 +87,14 @@ struct Stage {
 // buffers by branches, E2B's [gate; up] took ~4% longer on the H100.
 fn fetch(lid: u32, tb: u32, rb: u32, c: u32, k4: u32) -> Stage {
     var st: Stage;
+    // x and w come in split_f16's tiled layout: this step of this token (row) tile is
+    // BM (BN) x 8 vec4s.
+    let x0 = ((tb / BM) * (k4 / 8u) + c / 8u) * (BM * 8u);
     for (var s = 0u; s < XV; s++) {
-        let i = lid + s * WG;
-        let at = (tb + i / 8u) * k4 + c + i % 8u;
+        let at = x0 + lid + s * WG;
         st.xh[s] = xh[at];
         st.xl[s] = xl[at];
     }
-    // w comes in split_f16's tiled layout: this step of this row tile is BN x 8 vec4s.
     let w0 = ((rb / BN) * (k4 / 8u) + c / 8u) * (BN * 8u);
     for (var s = 0u; s < WV; s++) {
         let at = w0 + lid + s * WG;

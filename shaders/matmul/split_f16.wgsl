@@ -3,8 +3,8 @@
 // both packed two per u32, row-major, `cols` (a multiple of 8) per row. Each invocation
 // splits 8 consecutive elements and stores 16 bytes of each part. Rows from `rows` up to
 // the grid's end are written as zeros, so the product kernel reads whole tiles without
-// checks. With `tile_rows` set, a weight's groups are laid out as the product kernel
-// stages them: the tile_rows x 32 elements of one row tile and 32-column step are
+// checks. With `tile_rows` (`x_tile_rows`) set, a job's groups are laid out as the
+// product kernel stages them: the tile_rows x 32 elements of one row tile and 32-column step are
 // contiguous (row-major within), steps in turn, then row tiles, so a workgroup's step is
 // one contiguous read instead of tile_rows 64-byte pieces a row apart.
 // A second job may ride along: rows of f32 activations (x of the same matmul) split the
@@ -34,6 +34,17 @@ struct Params {
     x_total: u32,
     x_scale: f32,
     tile_rows: u32,  // 0: row-major; else the layout above (cols8 a multiple of 4)
+    x_tile_rows: u32,
+}
+
+// Where group i of rows of cols8 groups goes: i itself (t = 0) or in tiles of t rows.
+fn tiled(i: u32, cols8: u32, t: u32) -> u32 {
+    if (t == 0u) {
+        return i;
+    }
+    let r = i / cols8;
+    let c8 = i % cols8;
+    return ((r / t) * (cols8 / 4u) + c8 / 4u) * (t * 4u) + (r % t) * 4u + c8 % 4u;
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -77,16 +88,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let h = vec4<u32>(pa.xy, pb.xy);
     let l = vec4<u32>(pa.zw, pb.zw);
     if (x_job) {
-        x_hi[j] = h;
-        x_lo[j] = l;
+        let o = tiled(j, p.x_cols8, p.x_tile_rows);
+        x_hi[o] = h;
+        x_lo[o] = l;
     } else {
-        var o = i;
-        let t = p.tile_rows;
-        if (t != 0u) {
-            let r = i / p.cols8;
-            let c8 = i % p.cols8;
-            o = ((r / t) * (p.cols8 / 4u) + c8 / 4u) * (t * 4u) + (r % t) * 4u + c8 % 4u;
-        }
+        let o = tiled(i, p.cols8, p.tile_rows);
         hi[o] = h;
         lo[o] = l;
     }

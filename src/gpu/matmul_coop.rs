@@ -88,6 +88,7 @@ struct SplitParams {
     x_total: u32,
     x_scale: f32,
     tile_rows: u32,
+    x_tile_rows: u32,
 }
 
 #[repr(C)]
@@ -196,8 +197,8 @@ pub fn split_f16_cpu(v: f32) -> (half::f16, half::f16) {
 
 /// One job of split_f16.wgsl: `rows` rows of `cols` elements of type `ty` in `src` (row `i`
 /// at byte `byte0 + i · row_bytes`), scaled by `scale`, into `hi` and `lo`, with zero rows
-/// up to `rows_pad`: row-major, or for `tile_rows` > 0 (first job only) in tiles of that
-/// many rows by 32 columns, each tile row-major, tiles along the columns, then down.
+/// up to `rows_pad`: row-major, or for `tile_rows` > 0 in tiles of that many rows by 32
+/// columns, each tile row-major, tiles along the columns, then down.
 #[derive(Clone, Copy)]
 pub struct SplitJob<'a> {
     pub src: &'a wgpu::Buffer,
@@ -236,8 +237,8 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
     let total = job.groups()?;
     let x_total = match x {
         None => 0,
-        Some(x) if x.ty != GgmlType::F32 || !x.byte0.is_multiple_of(4) || !x.row_bytes.is_multiple_of(4) || x.tile_rows != 0 => {
-            return Err(Error::Input("split_f16: the second job takes row-major f32 rows at 4-byte offsets".into()));
+        Some(x) if x.ty != GgmlType::F32 || !x.byte0.is_multiple_of(4) || !x.row_bytes.is_multiple_of(4) => {
+            return Err(Error::Input("split_f16: the second job takes f32 rows at 4-byte offsets".into()));
         }
         Some(x) => x.groups()?,
     };
@@ -258,6 +259,7 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         x_total: u32_of(x_total, "split_f16 size")?,
         x_scale: x.map_or(1.0, |x| x.scale),
         tile_rows: u32_of(job.tile_rows, "split_f16 tile rows")?,
+        x_tile_rows: u32_of(x.map_or(0, |x| x.tile_rows), "split_f16 tile rows")?,
     };
     u32_of(total + x_total, "split_f16 size")?;
     let none;
@@ -309,7 +311,7 @@ pub(crate) fn matmul_coop(
     let n_pad = n.div_ceil(bm) * bm;
     let x_bytes = (n_pad * cols * 2) as u64;
     let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
-    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl, tile_rows: 0 };
+    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl, tile_rows: bm };
     // x is split by the first weight chunk's dispatch.
     let mut x_pending = Some(x_job);
 
