@@ -139,9 +139,8 @@ fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
         if (lid < HD4) {
             kc[at * HD4 + lid] = kv_pack4(vec4<f32>(kt_s[4u * lid], kt_s[4u * lid + 1u], kt_s[4u * lid + 2u], kt_s[4u * lid + 3u]));
         }
-        let vh4 = p.v_head_dim / 4u;
-        if (lid < vh4) {
-            vc[at * vh4 + lid] = kv_pack4(vec4<f32>(vt_s[4u * lid], vt_s[4u * lid + 1u], vt_s[4u * lid + 2u], vt_s[4u * lid + 3u]));
+        if (lid < VHD4) {
+            vc[at * VHD4 + lid] = kv_pack4(vec4<f32>(vt_s[4u * lid], vt_s[4u * lid + 1u], vt_s[4u * lid + 2u], vt_s[4u * lid + 3u]));
         }
     }
     return score * p.scale;
