@@ -112,7 +112,7 @@ fn main() -> rullama::Result<()> {
     // The floor for the matvecs below: a kernel that only streams `bytes` (16-byte loads,
     // `per` of them in flight per invocation, summed) from memory, over enough copies to
     // pass through L2.
-    for (bytes, copies) in [(1_769_472usize, 96usize), (10_616_832, 16), (7_962_624, 24), (110_100_480, 4)] {
+    for (bytes, copies) in [(1_769_472usize, 96usize), (10_616_832, 16), (7_962_624, 24), (110_100_480, 4), (330_301_440, 2)] {
         for per in [1u32, 4, 8] {
             let code = format!(
                 "@group(0) @binding(0) var<uniform> p: vec4<u32>;\n@group(0) @binding(1) var<storage, read> src: array<vec4<u32>>;\n@group(0) @binding(2) var<storage, read_write> o: array<u32>;\n@compute @workgroup_size(256)\nfn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {{\n let n = arrayLength(&src);\n let total = nw.x * 256u;\n var s = vec4<u32>(0u);\n for (var b = gid.x; b < n; b += total * {per}u) {{\n  var r: array<vec4<u32>, {per}>;\n  for (var i = 0u; i < {per}u; i++) {{ r[i] = src[min(b + i * total, n - 1u)]; }}\n  for (var i = 0u; i < {per}u; i++) {{ s += r[i]; }}\n }}\n if (s.x == 12345u) {{ o[0] = s.y; }}\n}}\n"

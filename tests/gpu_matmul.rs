@@ -24,7 +24,8 @@ use rullama::Error;
 use rullama::cpu::ops::{self, QMatrix};
 use rullama::gguf::{GgmlType, GgufFile};
 use rullama::gpu::matmul::{MatvecIn, embed, matmul, matmul_experts};
-use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, kernel};
+use rullama::gpu::weights::upload_blocks;
+use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, block_groups, kernel};
 
 /// Every weight type in Ollama's Gemma GGUFs.
 const TYPES: &[GgmlType] = &[
@@ -322,8 +323,9 @@ fn embed_matches_cpu_rows() {
             let scale = (cols as f32).sqrt();
             let want = ops::embed(&q, &ids[ids_off..], scale).unwrap();
             let idb = up_u32(&k, &ids);
-            // Untiled, and in tiles of 3 rows.
-            for limit in [None, Some(3 * rb as u64)] {
+            // Untiled, and in tiles of 3 rows (of 4 for Q6_K, whose tiles are whole groups
+            // of 8 blocks on the GPU).
+            for limit in [None, Some(block_groups::gpu_len(ty, 3 * rb) as u64)] {
                 let table = match limit {
                     None => GpuMatrix::upload(&k, "table", ty, cols, rows, data).unwrap(),
                     Some(l) => GpuMatrix::upload_with_tile_limit(&k, "table", ty, cols, rows, 1, data, l).unwrap(),
@@ -340,16 +342,17 @@ fn embed_matches_cpu_rows() {
 fn embed_of_id_past_table_is_zero() {
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(13);
-    let (ty, cols, rows) = (GgmlType::Q6_K, 256, 4);
+    // Two tiles of 8 one-block rows (a Q6_K tile is whole groups of 8 blocks on the GPU).
+    let (ty, cols, rows) = (GgmlType::Q6_K, 256, 16);
     let data = random_matrix(&mut rng, ty, cols, rows);
-    let table = GpuMatrix::upload_with_tile_limit(&k, "table", ty, cols, rows, 1, &data, 2 * 210).unwrap();
+    let table = GpuMatrix::upload_with_tile_limit(&k, "table", ty, cols, rows, 1, &data, 8 * 210).unwrap();
     assert_eq!(table.tiles().len(), 2);
-    let idb = up_u32(&k, &[1, 4, 1_000_000, 3]);
+    let idb = up_u32(&k, &[1, 16, 1_000_000, 11]);
     let out = run(&k, 4 * cols, |b, o| embed(&k, b, &table, &idb, 0, 4, 1.0, o, 0).unwrap());
     assert!(out[cols..3 * cols].iter().all(|&v| v == 0.0));
     let q = QMatrix::new(ty, cols, rows, &data).unwrap();
     assert_close_ulp(&out[..cols], &ops::embed(&q, &[1], 1.0).unwrap(), 1.0, "row 1");
-    assert_close_ulp(&out[3 * cols..4 * cols], &ops::embed(&q, &[3], 1.0).unwrap(), 1.0, "row 3");
+    assert_close_ulp(&out[3 * cols..4 * cols], &ops::embed(&q, &[11], 1.0).unwrap(), 1.0, "row 11");
 }
 
 #[test]
@@ -429,15 +432,16 @@ fn matvec_gelu_mul_matches_cpu() {
     }
 }
 
-/// A matvec over vocabulary-sized rows (16 invocations per row, as the LM heads take), with
-/// a part-filled last workgroup, both reduction variants, against the CPU: Q8_0 (the 270M's
-/// head), Q6_K (E2B's) and Q4_K, the last two staging x as integers, here from an offset
-/// and over a wide range: runs of 16 scaled from 1e-6 to 1e6, one of zeros.
+/// A matvec over vocabulary-sized rows (8 or 16 invocations per row, as the LM heads take),
+/// with a part-filled last workgroup, both reduction variants, against the CPU: Q8_0 (the
+/// 270M's head), Q6_K (E2B's, in 64-element chunks: 3 blocks a row, so the last chunk step
+/// is part-filled) and Q4_K, the last two staging x as integers, here from an offset and
+/// over a wide range: runs of 16 scaled from 1e-6 to 1e6, one of zeros.
 #[test]
 fn matvec_of_vocabulary_rows_matches_cpu() {
     let mut rng = ChaCha8Rng::seed_from_u64(29);
     for ty in [GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q4_K] {
-        let (cols, rows, off) = (256, 65_541, 8);
+        let (cols, rows, off) = (if ty == GgmlType::Q6_K { 768 } else { 256 }, 65_541, 8);
         let data = random_matrix(&mut rng, ty, cols, rows);
         let mut x = rand_vec(&mut rng, off + cols);
         for (i, v) in x[off..].iter_mut().enumerate() {
@@ -732,7 +736,7 @@ fn split_f16_matches_cpu() {
             let values = rullama::gguf::dequant::dequantize(ty, &data, cols * rows).unwrap();
             (data, 0, cols / ty.block_elems() * ty.block_bytes(), values)
         };
-        let src = kernel::upload(&k.gpu, "src", &bytes);
+        let src = upload_blocks(&k, "src", ty, &bytes);
         let out = parts(pad, cols);
         let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: tile };
         let (x_bytes, x_values) = activations(&mut rng, x_rows, x_cols);

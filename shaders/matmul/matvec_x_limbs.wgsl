@@ -31,10 +31,11 @@ var<workgroup> xunit: array<f32, XR>;
 
 // Where word wd (word wd % 4 of run wd / 4) is stored. The eight invocations of a 16-byte
 // load phase read word i of runs 0, 1, 4, 5, 8, 9, 12, 13 of a block (Q4_K's low halves;
-// + 2 for the high) or all words of two neighbouring runs (Q6_K): XOR-ing bits 2-3 of the
-// run into the word's place in its run gives each of them a bank group of its own.
+// + 2 for the high), all words of two neighbouring runs (Q6_K's 16-element chunks) or
+// words 0, 4, 32, 36, 64, 68, 96, 100 (+ 8k + i) (its 64-element chunks): XOR-ing bits
+// 4-5 and 6 of wd into its place in its run gives each of them a bank group of its own.
 fn word_slot(wd: u32) -> u32 {
-    return wd ^ ((wd >> 4u) & 3u);
+    return wd ^ ((wd >> 4u) & 3u) ^ ((wd >> 6u) & 1u);
 }
 
 // Word q of the input (elements 4q .. 4q + 3, value v); q past the input stores nothing

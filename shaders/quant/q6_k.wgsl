@@ -2,18 +2,36 @@
 // Element 128*h + 32*k + l (h < 2, k < 4, l < 32): low 4 bits are nibble k/2 of
 // ql[64*h + 32*(k%2) + l], high 2 bits are bits 2k..2k+2 of qh[32*h + l]; offset 32.
 // Sub-block (16 elements) 8*h + 2*k + l/16. y = (d * scale) * q.
+// On the GPU the blocks come in groups of eight, each field gathered (gpu/block_groups.rs):
+// ql[8][128] @0, qh[8][64] @1024, scales[8][16] @1536, d[8] @1664, 1680 bytes a group.
+// A block is still named by its byte offset in the file's order (a multiple of 210).
 const QK: u32 = 256u;
 const QB: u32 = 210u;
+const QG: u32 = 1680u;
+
+// Byte offsets of the ql, qh, scales and d of the block at file offset b.
+fn q6_fields(b: u32) -> vec4<u32> {
+    let n = b / QB;
+    let g = (n / 8u) * QG;
+    let i = n % 8u;
+    return vec4<u32>(g + 128u * i, g + 1024u + 64u * i, g + 1536u + 16u * i, g + 1664u + 2u * i);
+}
 
 fn dq4(row_byte: u32, k4: u32) -> vec4<f32> {
     let e = 4u * k4;
-    let b = row_byte + (e / QK) * QB;
+    let f = q6_fields(row_byte + (e / QK) * QB);
     let i = e % QK;
     let h = i / 128u;
     let k = (i / 32u) % 4u;
     let l = i % 32u;
-    let lo = (read_u32_even(b + 64u * h + 32u * (k & 1u) + l) >> (4u * (k >> 1u))) & 0x0F0F0F0Fu;
-    let hi = ((read_u32_even(b + 128u + 32u * h + l) >> (2u * k)) & 0x03030303u) << 4u;
-    let sc = f32((bitcast<i32>(read_u8(b + 192u + 8u * h + 2u * k + l / 16u)) << 24u) >> 24u);
-    return (f16_at(b + 208u) * sc) * (bytes4(lo | hi) - 32.0);
+    // Every field but d is 4-aligned here, and l a multiple of 4.
+    let q = q6_quant(w[(f.x + 64u * h + 32u * (k & 1u) + l) >> 2u], w[(f.y + 32u * h + l) >> 2u], k);
+    let sc = f32((bitcast<i32>(read_u8(f.z + 8u * h + 2u * k + l / 16u)) << 24u) >> 24u);
+    return (f16_at(f.w) * sc) * (bytes4(q) - 32.0);
+}
+
+// Four quants of quarter k (0..63, a byte each) from a word of ql (ql at 64h + 32(k % 2)
+// + l, its nibble k / 2) and the word of qh at 32h + l (bits 2k..2k+1).
+fn q6_quant(ql: u32, qh: u32, k: u32) -> u32 {
+    return ((ql >> (4u * (k >> 1u))) & 0x0F0F0F0Fu) | (((qh >> (2u * k)) & 0x03030303u) << 4u);
 }

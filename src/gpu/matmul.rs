@@ -151,7 +151,9 @@ fn matvec_tpr(chunks: usize, rows: usize, folded: bool) -> usize {
     let steps = (chunks / MATVEC_STEPS).next_power_of_two().clamp(32, MATVEC_WG);
     let pair = folded && rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16;
     let head = rows >= HEAD_ROWS && chunks <= HEAD_CHUNKS;
-    if pair || head {
+    if head && chunks < 2 * 16 {
+        8
+    } else if pair || head {
         16
     } else if !folded && rows <= FEW_ROWS {
         steps.max(FEW_ROWS_TPR)
@@ -196,8 +198,10 @@ const FOLDED_PAIR_ROWS: usize = 4096;
 /// invocation more chunks. H100 decode, alternated runs (tok/s): Gemma 3 270M layout
 /// (Q8_0, 80 chunks a row) 1,147-1,164 at 32 per row, 1,155-1,186 at 16 (six runs each),
 /// 1,179-1,187 at 8 (three), 1,093-1,113 at 64; Gemma 4 E2B (Q6_K, then 192 chunks of 8
-/// elements, now 96 of 16) 310.6-314.3 against 311.8-315.1, within noise. Longer rows
-/// (wider models) were not measured.
+/// elements, then 96 of 16) 310.6-314.3 against 311.8-315.1, within noise. Rows of fewer
+/// than 32 chunks take 8 a row, 3 chunks each: E2B's head in 64-element chunks (24 a row)
+/// took 136.6 us at 8, 162.8 at 16 and 175.6 at 32 (kernel profile). Longer rows (wider
+/// models) were not measured.
 const HEAD_ROWS: usize = 65536;
 const HEAD_CHUNKS: usize = 192;
 
@@ -384,12 +388,15 @@ fn plain_matmul(
     })
 }
 
-/// Elements per chunk of the matvec kernel for `ty` (the `CH` of its chunk dot product):
-/// 32 for Q4_K (16-byte loads), 16 for Q6_K (a byte's four 2-bit pairs), 8 for the other
-/// types with their own (so a row's invocations read contiguously), else 4.
-fn matvec_chunk(ty: GgmlType) -> usize {
+/// Elements per chunk of the matvec kernel for `ty` (the `CH` of its chunk dot product)
+/// over `rows` rows: 32 for Q4_K (16-byte loads), for Q6_K 64 in LM heads (16-byte loads,
+/// shaders/quant/q6_k_chunk_wide.wgsl) and 16 elsewhere (a byte's four 2-bit pairs; the
+/// layers' shorter row counts want more chunks to spread), 8 for the other types with
+/// their own (so a row's invocations read contiguously), else 4.
+fn matvec_chunk(ty: GgmlType, rows: usize) -> usize {
     match ty {
         GgmlType::Q4_K => 32,
+        GgmlType::Q6_K if rows >= HEAD_ROWS => 64,
         GgmlType::Q6_K => 16,
         GgmlType::Q8_0 | GgmlType::Q5_0 => 8,
         _ => 4,
@@ -508,7 +515,8 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 /// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`, then the epilogue.
 #[allow(clippy::too_many_arguments)]
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
-    let chunks = w.cols / matvec_chunk(w.ty);
+    let ch = matvec_chunk(w.ty, w.rows);
+    let chunks = w.cols / ch;
     let tpr = matvec_tpr(chunks, w.rows, matches!(input, MatvecIn::Residual(_)));
     let cpt = chunks.div_ceil(tpr);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
@@ -523,7 +531,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     // limbs take workgroup memory, so rows no longer than a folded input's.
     let staged = rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX);
     let xn = if k.int_dot && staged && shaders::has_int_dot(w.ty) { w.cols } else { 0 };
-    let name = format!("matvec/{}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}/xn{xn}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
+    let name = format!("matvec/{}/ch{ch}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}/xn{xn}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
         let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst XN: u32 = {xn}u;\n");
@@ -531,7 +539,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
         parts.push(shaders::QUANT_SPAN);
-        parts.extend(shaders::quant_dot(w.ty, xn > 0));
+        parts.extend(shaders::quant_dot(w.ty, xn > 0, ch));
         parts.extend([shaders::MATVEC, shaders::MATVEC_X_LIMBS, reduce, wg_reduce[0], wg_reduce[1]]);
         let (r, rw) = (Access::Read, Access::ReadWrite);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r, r] }

@@ -4,6 +4,7 @@
 //! (matmul family: tests/gpu_matmul.rs).
 
 pub mod attention;
+pub mod block_groups;
 pub mod device;
 pub mod elementwise;
 pub mod kernel;
@@ -57,17 +58,27 @@ pub mod shaders {
     /// The chunk loads and dot product matvec.wgsl uses for weights of type `ty`: the
     /// type's own where it has one (whole blocks per invocation), else four elements
     /// through its dq4. `idot`: the integer dot product over the limbs of a staged input,
-    /// for the types `has_int_dot` names (the encoder sets it only for those).
-    pub fn quant_dot(ty: GgmlType, idot: bool) -> &'static [&'static str] {
+    /// for the types `has_int_dot` names (the encoder sets it only for those). `ch`: the
+    /// chunk's elements where a type has two (Q6_K: 16, or 64 for LM heads).
+    pub fn quant_dot(ty: GgmlType, idot: bool, ch: usize) -> &'static [&'static str] {
         const Q4_K_CHUNK: &str = include_str!("../../shaders/quant/q4_k_chunk.wgsl");
         const Q6_K_CHUNK: &str = include_str!("../../shaders/quant/q6_k_chunk.wgsl");
+        const Q6_K_CHUNK_WIDE: &str = include_str!("../../shaders/quant/q6_k_chunk_wide.wgsl");
         match ty {
             GgmlType::Q8_0 => &[include_str!("../../shaders/quant/q8_0_dot.wgsl")],
             GgmlType::Q5_0 => &[include_str!("../../shaders/quant/q5_0_dot.wgsl")],
             GgmlType::Q4_K if idot => &[Q4_K_CHUNK, include_str!("../../shaders/quant/q4_k_idot.wgsl")],
             GgmlType::Q4_K => &[Q4_K_CHUNK, include_str!("../../shaders/quant/q4_k_dot.wgsl")],
-            GgmlType::Q6_K if idot => &[Q6_K_CHUNK, include_str!("../../shaders/quant/q6_k_idot.wgsl")],
-            GgmlType::Q6_K => &[Q6_K_CHUNK, include_str!("../../shaders/quant/q6_k_dot.wgsl")],
+            GgmlType::Q6_K => {
+                const IDOT: &str = include_str!("../../shaders/quant/q6_k_idot.wgsl");
+                const DOT: &str = include_str!("../../shaders/quant/q6_k_dot.wgsl");
+                match (ch == 64, idot) {
+                    (true, true) => &[Q6_K_CHUNK_WIDE, IDOT],
+                    (true, false) => &[Q6_K_CHUNK_WIDE, DOT],
+                    (false, true) => &[Q6_K_CHUNK, IDOT],
+                    (false, false) => &[Q6_K_CHUNK, DOT],
+                }
+            }
             _ => &[include_str!("../../shaders/quant/dot_generic.wgsl")],
         }
     }

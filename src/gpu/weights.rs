@@ -2,8 +2,10 @@
 //!
 //! A matrix larger than the device's largest storage binding is split into tiles of whole
 //! rows, one buffer each; the matmul encoders dispatch once per tile. Stacked expert
-//! tensors are split at expert boundaries so every expert lies in one tile.
+//! tensors are split at expert boundaries so every expert lies in one tile. Q6_K tiles hold
+//! their blocks in groups of eight (block_groups.rs).
 
+use super::block_groups;
 use super::kernel::{self, Kernels};
 use super::shaders;
 use crate::gguf::GgmlType;
@@ -74,7 +76,11 @@ impl GpuMatrix {
             return Err(Error::Input(format!("{name}: {ty} matrix {rows}x{cols} takes {} bytes, got {}", rows * row_bytes, data.len())));
         }
         let group_bytes = (rows_per_group * row_bytes) as u64;
-        let groups_per_tile = (max_tile_bytes / group_bytes) as usize;
+        // As many groups as fit once laid out for the GPU (Q6_K pads tiles to whole block groups).
+        let mut groups_per_tile = (max_tile_bytes / group_bytes) as usize;
+        while groups_per_tile > 0 && block_groups::gpu_len(ty, groups_per_tile * group_bytes as usize) as u64 > max_tile_bytes {
+            groups_per_tile -= 1;
+        }
         if groups_per_tile == 0 {
             return Err(Error::Gpu(format!(
                 "{name}: {rows_per_group} rows of {row_bytes} bytes do not fit in one GPU buffer binding ({max_tile_bytes} bytes)"
@@ -86,7 +92,7 @@ impl GpuMatrix {
             .map(|row0| {
                 let n = per_tile.min(rows - row0);
                 let label = format!("{name}[{row0}..{}]", row0 + n);
-                Tile { buffer: kernel::upload(&k.gpu, &label, &data[row0 * row_bytes..(row0 + n) * row_bytes]), row0, rows: n }
+                Tile { buffer: upload_blocks(k, &label, ty, &data[row0 * row_bytes..(row0 + n) * row_bytes]), row0, rows: n }
             })
             .collect();
         Ok(GpuMatrix { ty, cols, rows, tiles })
@@ -104,6 +110,26 @@ impl GpuMatrix {
     pub fn tiles(&self) -> &[Tile] {
         &self.tiles
     }
+}
+
+/// Whole blocks of `ty` in one buffer, in their GPU layout (block_groups.rs), written
+/// straight into the upload's staging memory.
+pub fn upload_blocks(k: &Kernels, label: &str, ty: GgmlType, data: &[u8]) -> wgpu::Buffer {
+    if !block_groups::regrouped(ty) {
+        return kernel::upload(&k.gpu, label, data);
+    }
+    let len = block_groups::gpu_len(ty, data.len());
+    let buf = kernel::storage(&k.gpu, label, len as u64);
+    let view = std::num::NonZeroU64::new(len as u64).and_then(|n| k.gpu.queue.write_buffer_with(&buf, 0, n));
+    match view {
+        Some(mut view) => block_groups::write(ty, data, &mut |at, bytes| view.slice(at..at + bytes.len()).copy_from_slice(bytes)),
+        None => {
+            let mut all = vec![0u8; len];
+            block_groups::write(ty, data, &mut |at, bytes| all[at..at + bytes.len()].copy_from_slice(bytes));
+            k.gpu.queue.write_buffer(&buf, 0, &all);
+        }
+    }
+    buf
 }
 
 fn row_bytes(ty: GgmlType, cols: usize) -> usize {
