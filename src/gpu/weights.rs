@@ -120,14 +120,11 @@ pub fn upload_blocks(k: &Kernels, label: &str, ty: GgmlType, data: &[u8]) -> wgp
     }
     let len = block_groups::gpu_len(ty, data.len());
     let buf = kernel::storage(&k.gpu, label, len as u64);
-    let view = std::num::NonZeroU64::new(len as u64).and_then(|n| k.gpu.queue.write_buffer_with(&buf, 0, n));
-    match view {
-        Some(mut view) => block_groups::write(ty, data, &mut |at, bytes| view.slice(at..at + bytes.len()).copy_from_slice(bytes)),
-        None => {
-            let mut all = vec![0u8; len];
-            block_groups::write(ty, data, &mut |at, bytes| all[at..at + bytes.len()].copy_from_slice(bytes));
-            k.gpu.queue.write_buffer(&buf, 0, &all);
-        }
+    // No view only where wgpu has already reported the failed write (validation, or no
+    // staging memory) to the device's error handler, as `kernel::upload`'s write_buffer
+    // would: the next submission returns it.
+    if let Some(mut view) = std::num::NonZeroU64::new(len as u64).and_then(|n| k.gpu.queue.write_buffer_with(&buf, 0, n)) {
+        block_groups::write(ty, data, &mut |at, bytes| view.slice(at..at + bytes.len()).copy_from_slice(bytes));
     }
     buf
 }
