@@ -1,6 +1,6 @@
 // Matrix-vector product for decoding one token, y[r] = Σ_c w[r, c] · x[c], over one tile of
 // weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN, PAIR,
-// PRELOAD, XN), the weight type's shaders/quant files, quant/span.wgsl, its chunk loads and dot product
+// PRELOAD, TILES, XN), the weight type's shaders/quant files, quant/span.wgsl, its chunk loads and dot product
 // (`CH`, `Chunk`, `chunk_load(row_byte, c)`: chunk c's raw words — CH elements, laid out
 // as the type likes — of the row at byte row_byte, loads only; `chunk_dot(chunk,
 // row_byte, c, xo)`: its dot product with x from vec4 xo, read through `xin`;
@@ -26,7 +26,9 @@
 // workgroup a few reads from L2 and two reductions.
 //
 // TPR invocations share a row and stride over its chunks, so each reads whole blocks with
-// several loads in flight; WG / TPR rows per workgroup. The TPR partial sums of a row
+// several loads in flight; WG / TPR rows per row tile, and TILES row tiles per workgroup,
+// one after another after the one prologue (the encoder sets TILES > 1 only where the
+// workgroups would otherwise not all fit on the GPU at once, and never with PRELOAD). The TPR partial sums of a row
 // meet in `row_sums` (matvec_reduce_tree.wgsl: workgroup memory, any subgroup size; or
 // matvec_reduce_subgroup.wgsl: subgroup sums, for subgroups of exactly 32).
 //
@@ -79,6 +81,8 @@ const ROUTE: u32 = 3u;
 @group(0) @binding(10) var<storage, read> w_pre: array<f32>;
 
 const ROWS: u32 = WG / TPR;
+// Preloaded chunks belong to the first row tile.
+const_assert !PRELOAD || TILES == 1u;
 // The staged input (RN > 0) in vec4s (none where it is staged as integers), and how many
 // of them each invocation computes.
 const RN4: u32 = max(RN / 4u, 1u);
@@ -161,10 +165,8 @@ fn gelu_tanh(v: f32) -> f32 {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let lin = wg.x + wg.y * p.groups_x;
     let lane = lid % TPR;
-    let row = lin * ROWS + lid / TPR;
     // Rows past the end compute the last row again and are not written.
-    let rb = min(row, p.rows - 1u) * p.row_bytes;
-    let rb_up = rb + p.rows * p.row_bytes;
+    let rb0 = min(lin * TILES * ROWS + lid / TPR, p.rows - 1u) * p.row_bytes;
     // CPT (the encoder's ceil(chunks / TPR)) is a constant, so the loops unroll; a step
     // past the row's end reads the last chunk again and adds nothing. With a prologue the
     // chunks are loaded before it (into wr and wu), otherwise as the loop takes them.
@@ -174,9 +176,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (PRELOAD) {
         for (var i = 0u; i < CPT; i++) {
             let cc = min(lane + i * TPR, last);
-            wr[i] = chunk_load(rb, cc);
+            wr[i] = chunk_load(rb0, cc);
             if (PAIR) {
-                wu[i] = chunk_load(rb_up, cc);
+                wu[i] = chunk_load(rb0 + p.rows * p.row_bytes, cc);
             }
         }
     }
@@ -185,43 +187,48 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     } else if (IDOT) {
         stage_input(lid);
     }
-    var acc = 0.0;
-    var acc2 = 0.0;
-    for (var i = 0u; i < CPT; i++) {
-        let c = lane + i * TPR;
-        let cc = min(c, last);
-        var t: Chunk;
-        if (PRELOAD) {
-            t = wr[i];
-        } else {
-            t = chunk_load(rb, cc);
-        }
-        acc += select(0.0, chunk_dot(t, rb, cc, p.x_off4), c <= last);
-        if (PAIR) {
+    for (var tile = 0u; tile < TILES; tile++) {
+        let row = (lin * TILES + tile) * ROWS + lid / TPR;
+        let rb = min(row, p.rows - 1u) * p.row_bytes;
+        let rb_up = rb + p.rows * p.row_bytes;
+        var acc = 0.0;
+        var acc2 = 0.0;
+        for (var i = 0u; i < CPT; i++) {
+            let c = lane + i * TPR;
+            let cc = min(c, last);
+            var t: Chunk;
             if (PRELOAD) {
-                t = wu[i];
+                t = wr[i];
             } else {
-                t = chunk_load(rb_up, cc);
+                t = chunk_load(rb, cc);
             }
-            acc2 += select(0.0, chunk_dot(t, rb_up, cc, p.x_off4), c <= last);
+            acc += select(0.0, chunk_dot(t, rb, cc, p.x_off4), c <= last);
+            if (PAIR) {
+                if (PRELOAD) {
+                    t = wu[i];
+                } else {
+                    t = chunk_load(rb_up, cc);
+                }
+                acc2 += select(0.0, chunk_dot(t, rb_up, cc, p.x_off4), c <= last);
+            }
         }
-    }
-    let sums = row_sums(acc, acc2, lid, lane);
-    if (lane == 0u && row < p.rows) {
-        var v = sums.x;
-        if (PAIR) {
-            v = gelu_tanh(v) * sums.y;
-        } else if (p.mode == GELU_MUL) {
-            v = gelu_tanh(v) * other[p.other_off + row];
-        }
-        if (p.mode == ROUTE && row >= p.split_a) {
-            if (row < p.split_b) {
-                y2[p.y2_off + row - p.split_a] = v;
+        let sums = row_sums(acc, acc2, lid, lane);
+        if (lane == 0u && row < p.rows) {
+            var v = sums.x;
+            if (PAIR) {
+                v = gelu_tanh(v) * sums.y;
+            } else if (p.mode == GELU_MUL) {
+                v = gelu_tanh(v) * other[p.other_off + row];
+            }
+            if (p.mode == ROUTE && row >= p.split_a) {
+                if (row < p.split_b) {
+                    y2[p.y2_off + row - p.split_a] = v;
+                } else {
+                    y3[p.y3_off + row - p.split_b] = v;
+                }
             } else {
-                y3[p.y3_off + row - p.split_b] = v;
+                y[p.y_off + p.row0 + row] = v;
             }
-            return;
         }
-        y[p.y_off + p.row0 + row] = v;
     }
 }

@@ -171,6 +171,20 @@ fn matvec_tpr(chunks: usize, rows: usize, folded: bool) -> usize {
 /// 1,331-1,363).
 const PRELOAD_MAX_COLS: usize = 1024;
 
+/// A matvec that folds in the residual step takes at most about this many workgroups;
+/// beyond, each workgroup takes several row tiles (matvec.wgsl's TILES) after its one
+/// residual step. An H100 holds 528 of E2B's [gate; up] workgroups at once (132 SMs × 4),
+/// so the 768 of its double-wide layers (24576 rows) ran in two waves, the second redoing
+/// the step after the first. With two tiles each, H100 decode, three alternated runs
+/// (tok/s), twice: E2B 433.5-439.0 -> 444.4-446.5 and 436.9-437.6 -> 443.1-444.9, [gate;
+/// up] there 22.1 -> 20.1 us; the 270M unchanged (its rows load before the step). Two tiles for the one-wave layers too (384 -> 192)
+/// lost (440.7-442.0 against 443.2-444.4), three for the double-wide ones as well
+/// (439.5-442.6), and so did plain matvecs past 512 (no step to share: the Q6_K down
+/// projection 17.1 -> 19.8 us, the F16 per-layer projection 16.3 -> 17.4) and the LM
+/// head, whose staging of x the tiles would share (137.2 us; 136.3, 140.0 and 148.9 at
+/// 2, 4 and 8 tiles).
+const FOLDED_MAX_GROUPS: usize = 512;
+
 /// Q4_K and Q6_K matvecs multiply by integer dot products (quant/q*_idot.wgsl) where their
 /// input is staged anyway (a folded residual step), and without one from this many rows
 /// (an LM head): there every workgroup first stages x itself, which pays only where the
@@ -527,14 +541,17 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let gelu_pair = matches!(epi, Epilogue::GeluPair);
     // Follows from rn, which the name already holds.
     let preload = rn > 0 && rn <= PRELOAD_MAX_COLS;
+    // Row tiles per workgroup: see FOLDED_MAX_GROUPS.
+    let out_rows = if gelu_pair { w.rows / 2 } else { w.rows };
+    let tiles = if rn > 0 && !preload { out_rows.div_ceil(MATVEC_WG / tpr).div_ceil(FOLDED_MAX_GROUPS) } else { 1 };
     // XN: the input staged as integers for the chunk dot products (see INT_DOT_ROWS). Its
     // limbs take workgroup memory, so rows no longer than a folded input's.
     let staged = rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX);
     let xn = if k.int_dot && staged && shaders::has_int_dot(w.ty) { w.cols } else { 0 };
-    let name = format!("matvec/{}/ch{ch}/tpr{tpr}/cpt{cpt}/rn{rn}/{}/{}{tag}/xn{xn}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
+    let name = format!("matvec/{}/ch{ch}/tpr{tpr}/cpt{cpt}/t{tiles}/rn{rn}/{}/{}{tag}/xn{xn}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst XN: u32 = {xn}u;\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst TILES: u32 = {tiles}u;\nconst XN: u32 = {xn}u;\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
@@ -565,7 +582,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     };
     for tile in w.tiles() {
         let rows = if gelu_pair { tile.rows / 2 } else { tile.rows };
-        let (grid, groups_x) = grid_1d(rows.div_ceil(rows_per_group), k.gpu.limits.max_compute_workgroups_per_dimension);
+        let (grid, groups_x) = grid_1d(rows.div_ceil(rows_per_group * tiles), k.gpu.limits.max_compute_workgroups_per_dimension);
         let p = MatvecParams {
             chunks: chunks as u32,
             rows: rows as u32,
