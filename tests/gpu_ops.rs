@@ -71,6 +71,34 @@ fn rms_norm_matches_cpu_on(k: &Kernels) {
     }
 }
 
+/// The norm with its input scaled and the sum after it (the per-layer-embedding inputs:
+/// `(RMS(x · s) + y) · c`) against the CPU ops it replaces, both reduction variants, rows
+/// longer than the kept registers (2600) included, offsets on x and y.
+#[test]
+fn rms_norm_add_matches_cpu() {
+    for k in reduction_variants() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        for (rows, n, weighted, off, y_off) in [(3, 37, true, 5, 2), (35, 256, true, 0, 7), (2, 2600, false, 1, 0)] {
+            let (x, w, y) = (rand_vec(&mut rng, off + rows * n), rand_vec(&mut rng, n), rand_vec(&mut rng, y_off + rows * n));
+            let (xb, wb, yb) = (up(&k, &x), up(&k, &w), up(&k, &y));
+            let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+            let add = Some((&yb, y_off, 0.707));
+            rullama::gpu::norm::rms_norm_add(&k, &mut b, &xb, off, rows, n, 0.37, weighted.then_some(&wb), add, 1e-6).unwrap();
+            b.submit().unwrap();
+            let got = kernel::read_f32(&k.gpu, &xb, 0, x.len()).unwrap();
+            let mut want = x.clone();
+            ops::scale(&mut want[off..], 0.37);
+            ops::rms_norm(&mut want[off..], n, weighted.then_some(&w[..]), 1e-6);
+            for (o, e) in want[off..].iter_mut().zip(&y[y_off..]) {
+                *o = (*o + e) * 0.707;
+            }
+            assert_eq!(&got[..off], &x[..off], "elements before the offset are untouched");
+            let e = max_rel(&got, &want);
+            assert!(e < 1e-5, "rows {rows} n {n}: rel err {e}");
+        }
+    }
+}
+
 fn up_u32(k: &Kernels, v: &[u32]) -> wgpu::Buffer {
     kernel::upload(&k.gpu, "test", bytemuck::cast_slice(v))
 }
@@ -181,7 +209,7 @@ fn elementwise_ops_match_cpu() {
     let e = max_rel(&got, &want);
     assert!(e < 2e-6, "softcap rel err {e}");
 
-    // add, scale, add_scaled: exact, over many workgroups and a ragged tail.
+    // add, scale: exact, over many workgroups and a ragged tail.
     let n = 70001;
     let x = rand_vec(&mut rng, n + 5);
     let y = rand_vec(&mut rng, n + 1);
@@ -199,9 +227,6 @@ fn elementwise_ops_match_cpu() {
     let mut want = x.clone();
     ops::scale(&mut want[5..], -1.7);
     assert_eq!(run(&|b, xb| ew::scale(&k, b, xb, 5, n, -1.7).unwrap()), want, "scale");
-    let mut want = x.clone();
-    ops::add_scaled(&mut want[5..], &y[1..], 0.707);
-    assert_eq!(run(&|b, xb| ew::add_scaled(&k, b, xb, 5, &yb, 1, n, 0.707).unwrap()), want, "add_scaled");
 }
 
 /// Attention outputs are convex combinations of V rows (|v| < 2). Logits are dot products

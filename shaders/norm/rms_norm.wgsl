@@ -1,5 +1,8 @@
-// RMSNorm in place over `rows` rows of `n` values starting at element x_off:
-// x * (mean(x²) + eps)^-½ (* w when weighted). One workgroup per row.
+// RMSNorm in place over `rows` rows of `n` values starting at element x_off, of the row
+// scaled by in_scale first: v = x · in_scale, v · (mean(v²) + eps)^-½ (* w when weighted);
+// with `add`, the normed row then becomes (normed + y) · out_scale, y's rows n apart from
+// y_off (the per-layer-embedding inputs: the scale, the norm and the sum with the token's
+// per-layer embedding in one dispatch instead of three). One workgroup per row.
 // 256 invocations, each keeping up to KEEP of its values in registers between the two
 // passes: a row is read from memory once (rows up to WG * KEEP long), and each invocation
 // has only a few loads in flight one after another (a 64-wide group spent most of its
@@ -14,11 +17,16 @@ struct Params {
     eps: f32,
     x_off: u32,
     groups_x: u32,
+    in_scale: f32,
+    add: u32,
+    y_off: u32,
+    out_scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> y: array<f32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -33,12 +41,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var j = 0u; j < KEEP; j++) {
         let i = lid + j * WG;
         if (i < p.n) {
-            keep[j] = x[base + i];
+            keep[j] = x[base + i] * p.in_scale;
             ss += keep[j] * keep[j];
         }
     }
     for (var i = lid + KEEP * WG; i < p.n; i += WG) {
-        let v = x[base + i];
+        let v = x[base + i] * p.in_scale;
         ss += v * v;
     }
     let s = inverseSqrt(wg_sum(ss, lid) / f32(p.n) + p.eps);
@@ -49,7 +57,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
     }
     for (var i = lid + KEEP * WG; i < p.n; i += WG) {
-        put(row, i, x[base + i] * s);
+        put(row, i, (x[base + i] * p.in_scale) * s);
     }
 }
 
@@ -58,6 +66,9 @@ fn put(row: u32, i: u32, normed: f32) {
     var v = normed;
     if (p.weighted != 0u) {
         v *= w[i];
+    }
+    if (p.add != 0u) {
+        v = (v + y[p.y_off + row * p.n + i]) * p.out_scale;
     }
     x[p.x_off + row * p.n + i] = v;
 }

@@ -97,11 +97,6 @@ pub fn add(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }
 
-/// `x = (x + y) * s`.
-pub fn add_scaled(x: &mut [f32], y: &[f32], s: f32) {
-    x.iter_mut().zip(y).for_each(|(a, b)| *a = (*a + b) * s);
-}
-
 /// Shapes of one attention call (see `attention`).
 #[derive(Debug, Clone, Copy)]
 pub struct AttnShape {

@@ -104,40 +104,6 @@ pub fn add(k: &Kernels, b: &mut Batch, x: &wgpu::Buffer, x_off: usize, y: &wgpu:
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct AddScaledParams {
-    n: u32,
-    x_off: u32,
-    y_off: u32,
-    s: f32,
-    groups_x: u32,
-}
-
-/// `x = (x + y) * s` over `n` elements (`x` and `y` different buffers).
-#[allow(clippy::too_many_arguments)]
-pub fn add_scaled(
-    k: &Kernels,
-    b: &mut Batch,
-    x: &wgpu::Buffer,
-    x_off: usize,
-    y: &wgpu::Buffer,
-    y_off: usize,
-    n: usize,
-    s: f32,
-) -> Result<()> {
-    check_fits("add_scaled", &[(x, x_off + n), (y, y_off + n)])?;
-    let (n_u, xo, yo) = (u32_of(n, "add_scaled n")?, u32_of(x_off, "add_scaled x_off")?, u32_of(y_off, "add_scaled y_off")?);
-    let access = [Access::ReadWrite, Access::Read];
-    launch(k, b, "add_scaled", &[shaders::ADD_SCALED], &access, &[x, y], n.div_ceil(WG), |groups_x| AddScaledParams {
-        n: n_u,
-        x_off: xo,
-        y_off: yo,
-        s,
-        groups_x,
-    })
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
 struct UnaryParams {
     n: u32,
     x_off: u32,

@@ -743,14 +743,13 @@ impl GpuModel {
         let (Some(p), Some(ps)) = (&self.ple, &cache.s.ple) else { return Ok(()) };
         let c = &self.cfg;
         let k = &self.k;
-        let lp = c.ple_dim * c.n_layers;
         matmul::matmul(k, b, &p.model_proj, &cache.s.x, 0, n, &ps.inputs, 0)?;
-        elementwise::scale(k, b, &ps.inputs, 0, n * lp, (c.hidden as f32).powf(-0.5))?;
-        norm::rms_norm(k, b, &ps.inputs, 0, n * c.n_layers, c.ple_dim, Some(&p.proj_norm), c.eps)?;
         // Ids past the PLE table (none for the published models) would read out of bounds:
         // the CPU reference maps them to 0; here the table covers the vocabulary (checked in Config).
         matmul::embed(k, b, &p.token_embd, ids, ids_off, n, (c.ple_dim as f32).sqrt(), &ps.tok, 0)?;
-        elementwise::add_scaled(k, b, &ps.inputs, 0, &ps.tok, 0, n * lp, std::f32::consts::FRAC_1_SQRT_2)
+        // (RMS(proj · hidden^-½) + E_ple · √P) · 2^-½, per layer's P values, in one dispatch.
+        let add = Some((&ps.tok, 0, std::f32::consts::FRAC_1_SQRT_2));
+        norm::rms_norm_add(k, b, &ps.inputs, 0, n * c.n_layers, c.ple_dim, (c.hidden as f32).powf(-0.5), Some(&p.proj_norm), add, c.eps)
     }
 
     /// Record layer `li`. The residual stream `r` may hold the previous layer's last step,

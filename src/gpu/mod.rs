@@ -121,7 +121,6 @@ pub mod shaders {
     pub const ADD: &str = include_str!("../../shaders/elementwise/add.wgsl");
     pub const SCALE: &str = include_str!("../../shaders/elementwise/scale.wgsl");
     pub const SOFTCAP: &str = include_str!("../../shaders/elementwise/softcap.wgsl");
-    pub const ADD_SCALED: &str = include_str!("../../shaders/elementwise/add_scaled.wgsl");
     pub const ATTENTION: &str = include_str!("../../shaders/attention/attention.wgsl");
     pub const ATTENTION_TILED: &str = include_str!("../../shaders/attention/attention_tiled.wgsl");
     pub const ATTENTION_COMMON: &str = include_str!("../../shaders/attention/attention_common.wgsl");

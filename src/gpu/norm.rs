@@ -18,6 +18,10 @@ struct Params {
     eps: f32,
     x_off: u32,
     groups_x: u32,
+    in_scale: f32,
+    add: u32,
+    y_off: u32,
+    out_scale: f32,
 }
 
 /// In place: `rows` rows of `n` floats of `x` starting at element `x_off`; `w` = None for
@@ -33,17 +37,53 @@ pub fn rms_norm(
     w: Option<&wgpu::Buffer>,
     eps: f32,
 ) -> Result<()> {
+    rms_norm_add(k, b, x, x_off, rows, n, 1.0, w, None, eps)
+}
+
+/// In place, `x = (RMS(x · in_scale) + y) · out_scale` row by row (`add` = (y, y_off,
+/// out_scale), y's rows `n` apart), or `x = RMS(x · in_scale)` without `add`: the
+/// per-layer-embedding inputs' scale, norm and sum in one dispatch. CPU twin:
+/// `cpu::ops::scale`, `cpu::ops::rms_norm`, then the sum and scale, in that order.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_add(
+    k: &Kernels,
+    b: &mut Batch,
+    x: &wgpu::Buffer,
+    x_off: usize,
+    rows: usize,
+    n: usize,
+    in_scale: f32,
+    w: Option<&wgpu::Buffer>,
+    add: Option<(&wgpu::Buffer, usize, f32)>,
+    eps: f32,
+) -> Result<()> {
+    check_fits("rms_norm", &[(x, x_off + rows * n), (w.unwrap_or(x), n)])?;
+    if let Some((y, y_off, _)) = add {
+        check_fits("rms_norm addend", &[(y, y_off + rows * n)])?;
+    }
     let (red, tag) = super::reduce(k);
     let name = format!("rms_norm{tag}");
     let kernel = k.get(&name, || KernelSource {
         name: name.clone(),
         code: compose(&[shaders::RMS_NORM, red[0], red[1]]),
         entry: "main",
-        buffers: vec![Access::ReadWrite, Access::Read],
+        buffers: vec![Access::ReadWrite, Access::Read, Access::Read],
     })?;
     let (grid, groups_x) = grid_1d(rows, k.gpu.limits.max_compute_workgroups_per_dimension);
-    let p = Params { rows: rows as u32, n: n as u32, weighted: w.is_some() as u32, eps, x_off: x_off as u32, groups_x };
-    b.dispatch(&kernel, &[x, w.unwrap_or(&k.dummy)], &p, grid)
+    let (y, y_off, out_scale) = add.unwrap_or((&k.dummy, 0, 1.0));
+    let p = Params {
+        rows: rows as u32,
+        n: n as u32,
+        weighted: w.is_some() as u32,
+        eps,
+        x_off: u32_of(x_off, "rms_norm x_off")?,
+        groups_x,
+        in_scale,
+        add: add.is_some() as u32,
+        y_off: u32_of(y_off, "rms_norm y_off")?,
+        out_scale,
+    };
+    b.dispatch(&kernel, &[x, w.unwrap_or(&k.dummy), y], &p, grid)
 }
 
 #[repr(C)]
