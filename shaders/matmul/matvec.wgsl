@@ -28,8 +28,8 @@
 // TPR invocations share a row and stride over its chunks, so each reads whole blocks with
 // several loads in flight; WG / TPR rows per row tile, and TILES row tiles per workgroup,
 // one after another after the one prologue (the encoder sets TILES > 1 only where the
-// workgroups would otherwise not all fit on the GPU at once, and never with PRELOAD). The TPR partial sums of a row
-// meet in `row_sums` (matvec_reduce_tree.wgsl: workgroup memory, any subgroup size; or
+// workgroups would otherwise not all fit on the GPU at once, and never with PRELOAD).
+// The TPR partial sums of a row meet in `row_sums` (matvec_reduce_tree.wgsl: workgroup memory, any subgroup size; or
 // matvec_reduce_subgroup.wgsl: subgroup sums, for subgroups of exactly 32).
 //
 // Epilogues (`mode`): 0 none; 1 (GELU_PAIR, with the PAIR constant: the up chunks take
@@ -165,7 +165,8 @@ fn gelu_tanh(v: f32) -> f32 {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let lin = wg.x + wg.y * p.groups_x;
     let lane = lid % TPR;
-    // Rows past the end compute the last row again and are not written.
+    // Rows past the end compute the last row again and are not written. rb0: the first
+    // row tile's row, whose chunks PRELOAD loads before the prologue.
     let rb0 = min(lin * TILES * ROWS + lid / TPR, p.rows - 1u) * p.row_bytes;
     // CPT (the encoder's ceil(chunks / TPR)) is a constant, so the loops unroll; a step
     // past the row's end reads the last chunk again and adds nothing. With a prologue the

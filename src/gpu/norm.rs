@@ -1,4 +1,5 @@
-//! RMSNorm on the GPU: in place (`shaders/norm/rms_norm.wgsl`, CPU twin `cpu::ops::rms_norm`)
+//! RMSNorm on the GPU: in place, optionally of a scaled row and with a sum after it
+//! (`shaders/norm/rms_norm.wgsl`, CPU twin `cpu::ops::rms_norm`)
 //! and from one buffer into another, optionally adding into it (`shaders/norm/rms_norm_to.wgsl`,
 //! CPU twin `cpu::ops::rms_norm_to`), and the residual step between blocks
 //! (`shaders/norm/residual_norm.wgsl`; CPU twin: `rms_norm_to` accumulating, the layer
