@@ -177,9 +177,9 @@ const PRELOAD_MAX_COLS: usize = 1024;
 /// so the 768 of its double-wide layers (24576 rows) ran in two waves, the second redoing
 /// the step after the first. With two tiles each, H100 decode, three alternated runs
 /// (tok/s), twice: E2B 433.5-439.0 -> 444.4-446.5 and 436.9-437.6 -> 443.1-444.9, [gate;
-/// up] there 22.1 -> 20.1 us; the 270M unchanged (its rows load before the step). Two tiles for the one-wave layers too (384 -> 192)
-/// lost (440.7-442.0 against 443.2-444.4), three for the double-wide ones as well
-/// (439.5-442.6), and so did plain matvecs past 512 (no step to share: the Q6_K down
+/// up] there 22.1 -> 20.1 us; the 270M unchanged (its rows load before the step). Two
+/// tiles for the one-wave layers too (384 -> 192) lost (440.7-442.0 against
+/// 443.2-444.4), three for the double-wide ones as well (439.5-442.6), and so did plain matvecs past 512 (no step to share: the Q6_K down
 /// projection 17.1 -> 19.8 us, the F16 per-layer projection 16.3 -> 17.4) and the LM
 /// head, whose staging of x the tiles would share (137.2 us; 136.3, 140.0 and 148.9 at
 /// 2, 4 and 8 tiles).
@@ -542,8 +542,9 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     // Follows from rn, which the name already holds.
     let preload = rn > 0 && rn <= PRELOAD_MAX_COLS;
     // Row tiles per workgroup: see FOLDED_MAX_GROUPS.
+    let rows_per_group = MATVEC_WG / tpr;
     let out_rows = if gelu_pair { w.rows / 2 } else { w.rows };
-    let tiles = if rn > 0 && !preload { out_rows.div_ceil(MATVEC_WG / tpr).div_ceil(FOLDED_MAX_GROUPS) } else { 1 };
+    let tiles = if rn > 0 && !preload { out_rows.div_ceil(rows_per_group).div_ceil(FOLDED_MAX_GROUPS) } else { 1 };
     // XN: the input staged as integers for the chunk dot products (see INT_DOT_ROWS). Its
     // limbs take workgroup memory, so rows no longer than a folded input's.
     let staged = rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX);
@@ -570,7 +571,6 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         Some(r) => (r.a.0, r.x_out.0, r.post, r.pre.unwrap_or(r.post)),
         None => (&k.dummy, &stand_x, &k.dummy, &k.dummy),
     };
-    let rows_per_group = MATVEC_WG / tpr;
     // Unused outputs bind stand-ins: writable bindings may not share a buffer.
     let (stand2, stand3) = (k.scratch("matvec/y2", 4), k.scratch("matvec/y3", 4));
     let unrouted = ((&stand2, 0), (&stand3, 0));
