@@ -740,11 +740,11 @@ fn split_f16_matches_cpu() {
         };
         let src = upload_blocks(&k, "src", ty, &bytes);
         let out = parts(pad, cols);
-        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: tile };
+        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: tile, col_stride: 1 };
         let (x_bytes, x_values) = activations(&mut rng, x_rows, x_cols);
         let x_src = kernel::upload(&k.gpu, "x", &x_bytes);
         let x_out = parts(x_pad, x_cols);
-        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: tile };
+        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: tile, col_stride: 1 };
         let along = ty != GgmlType::F32;
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
         split_f16(&k, &mut b, &job, along.then_some(&x_job)).unwrap();
@@ -754,6 +754,28 @@ fn split_f16_matches_cpu() {
             check(&format!("f32 along {ty} in tiles of {tile}"), &x_out, &x_values, 0.0625, x_pad * x_cols, (x_cols, tile));
         }
     }
+    // The second job reading a matrix across (its columns `col_stride` apart, as attention
+    // reads V transposed): rows of x are columns of a stored x_cols x width matrix.
+    let width = x_rows + 5;
+    let (m_bytes, _) = activations(&mut rng, 1, 8 + x_cols * width - 12);
+    let m: Vec<f32> = bytemuck::cast_slice::<u8, f32>(&m_bytes).to_vec();
+    let x_values: Vec<f32> = (0..x_rows).flat_map(|r| (0..x_cols).map(|c| m[8 + c * width + r]).collect::<Vec<_>>()).collect();
+    assert!(m.len() >= 8 + x_cols * width);
+    let x_src = kernel::upload(&k.gpu, "x", &m_bytes);
+    let x_out = parts(x_pad, x_cols);
+    let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: 4, col_stride: width };
+    let data = random_matrix(&mut rng, GgmlType::Q8_0, cols, rows);
+    let src = upload_blocks(&k, "src", GgmlType::Q8_0, &data);
+    let out = parts(pad, cols);
+    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes: cols / 32 * 34, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: 4, col_stride: 1 };
+    let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+    split_f16(&k, &mut b, &job, Some(&x_job)).unwrap();
+    b.submit().unwrap();
+    check("f32 read across", &x_out, &x_values, 0.0625, x_pad * x_cols, (x_cols, 4));
+    // The first job reads whole rows only.
+    let across = SplitJob { col_stride: 2, ..job };
+    let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+    assert!(split_f16(&k, &mut b, &across, None).is_err());
 }
 
 /// split_k_sum.wgsl against its CPU twin: the same adds in the same order, so equal to the

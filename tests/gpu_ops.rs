@@ -242,7 +242,48 @@ fn attention_matches_cpu() {
     // Prefill by per-token workgroups (attention.wgsl) instead of blocks of query rows.
     let mut rows = kernels();
     rows.tiled_attention = false;
+    rows.coop_attention = false;
     attention_matches_cpu_on(&rows);
+    // Where prefill of one KV head runs on tensor cores (gpu::attention_coop), the tiled
+    // kernel those cases would otherwise take.
+    let mut tiled = kernels();
+    if tiled.gpu.coop {
+        tiled.coop_attention = false;
+        attention_matches_cpu_on(&tiled);
+    }
+}
+
+/// attention_softmax.wgsl against its CPU twin: rows of a block of tokens whose key range
+/// starts before, at and past the window's first key, with keys past the last position;
+/// rows longer than the kernel keeps in registers. Weights are exp of logit differences up
+/// to 40, which a device's exp (through exp2, the argument scaled by log2 e) gets to
+/// ~|x| · 2^-23 relative, ~5e-6: 1e-5 of the row's largest weight, as for attention.
+#[test]
+fn attention_softmax_matches_cpu() {
+    use rullama::gpu::attention_coop::{ScoreRows, attention_softmax_cpu, softmax};
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    for k in reduction_variants() {
+        for r in [
+            ScoreRows { rows: 24, nk: 64, heads: 8, pos0: 40, k_lo: 0, window: 0, scale: 0.3 },
+            ScoreRows { rows: 12, nk: 96, heads: 4, pos0: 70, k_lo: 20, window: 16, scale: 1.0 },
+            ScoreRows { rows: 6, nk: 1248, heads: 2, pos0: 1200, k_lo: 0, window: 0, scale: 2.0 },
+        ] {
+            let scores: Vec<f32> = (0..r.rows * r.nk).map(|_| rng.random_range(-10.0f32..10.0)).collect();
+            let mut want = scores.clone();
+            attention_softmax_cpu(&mut want, &r);
+            let sb = up(&k, &scores);
+            let mut b = batch(&k);
+            softmax(&k, &mut b, &sb, &r).unwrap();
+            b.submit().unwrap();
+            let got = kernel::read_f32(&k.gpu, &sb, 0, scores.len()).unwrap();
+            for (i, (g, w)) in got.chunks(r.nk).zip(want.chunks(r.nk)).enumerate() {
+                assert!((w.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{r:?} row {i}: weights sum to 1");
+                let e = max_rel(g, w);
+                assert!(e < 1e-5, "{r:?} row {i}: rel err {e}");
+                assert!(g.iter().zip(w).all(|(g, w)| (*w == 0.0) == (*g == 0.0)), "{r:?} row {i}: the same keys masked");
+            }
+        }
+    }
 }
 
 fn attention_matches_cpu_on(k: &Kernels) {
@@ -250,7 +291,7 @@ fn attention_matches_cpu_on(k: &Kernels) {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     // (n_tokens, n_heads, kv_heads, head_dim, v_head_dim, pos0, window, scale)
     type Case = (usize, usize, usize, usize, usize, usize, usize, f32);
-    let cases: [Case; 16] = [
+    let cases: [Case; 20] = [
         (1, 4, 2, 32, 32, 0, 0, 1.0),
         // Decode shapes: Gemma 4 sliding (window) and global (512-wide) layers, a V width of
         // ten 4-element words (the V loads' key groups leave idle invocations).
@@ -274,6 +315,13 @@ fn attention_matches_cpu_on(k: &Kernels) {
         (37, 8, 1, 256, 256, 0, 16, 0.0625),
         (21, 4, 1, 256, 256, 50, 0, 0.0625),
         (45, 3, 3, 32, 32, 0, 0, 0.2),
+        // Prefill long enough for tensor cores (gpu::attention_coop, one KV head): Gemma 4
+        // sliding and global layers, Gemma 3 270M after earlier turns, a V width that is no
+        // multiple of 32.
+        (100, 8, 1, 256, 256, 0, 64, 0.0625),
+        (70, 8, 1, 512, 512, 10, 0, 0.044),
+        (80, 4, 1, 256, 256, 30, 0, 0.0625),
+        (66, 2, 1, 64, 36, 3, 0, 0.3),
     ];
     // The caches are read in 4-element words: a V width that is not a multiple of 4 is refused.
     {

@@ -44,6 +44,7 @@ struct Params {
     route_end: u32, // the matrix's rows
     y2_off: u32,
     y3_off: u32,
+    y_row_stride: u32, // y elements between rows r and r + 1 (1 but for a transposed y)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -237,7 +238,7 @@ fn main(
                 let v = out_s[slot + q];
                 let R = p.row0 + r;
                 if (R < p.route_a) {
-                    y[p.y_off + split * p.split_stride + t * p.y_stride + R] = v;
+                    y[p.y_off + split * p.split_stride + t * p.y_stride + R * p.y_row_stride] = v;
                 } else if (R < p.route_b) {
                     y2[p.y2_off + t * (p.route_b - p.route_a) + R - p.route_a] = v;
                 } else {

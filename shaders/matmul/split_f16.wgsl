@@ -8,8 +8,9 @@
 // contiguous (row-major within), steps in turn, then row tiles. A workgroup's step is
 // then one contiguous read instead of tile_rows 64-byte pieces a row apart (H100: E2B
 // prefill +2% for the weights, +2.7% more for x).
-// A second job may ride along: rows of f32 activations (x of the same matmul) split the
-// same way into their own buffers, by the invocations past the first job's, so a
+// A second job may ride along: rows of f32 activations (x of the same matmul; columns
+// `x_col_stride` apart, so a matrix can be read transposed) split the same way into their
+// own buffers, by the invocations past the first job's, so a
 // tensor-core matmul needs one split dispatch rather than two (each dependent dispatch
 // costs a few µs of barrier and launch).
 // CPU twin: `gpu::matmul_coop::split_f16_cpu`.
@@ -36,6 +37,7 @@ struct Params {
     x_scale: f32,
     tile_rows: u32,  // 0: row-major; else the layout above (cols8 a multiple of 4)
     x_tile_rows: u32,
+    x_col_stride: u32, // elements of `x` between a row's columns (1 but for a transposed read)
 }
 
 // Where group i of rows of cols8 groups goes: i itself (t = 0) or in tiles of t rows.
@@ -79,9 +81,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     } else {
         let r = j / p.x_cols8;
         if (r < p.x_rows) {
-            let e = p.x_off + r * p.x_stride + 8u * (j % p.x_cols8);
-            a = vec4<f32>(x[e], x[e + 1u], x[e + 2u], x[e + 3u]) * p.x_scale;
-            b = vec4<f32>(x[e + 4u], x[e + 5u], x[e + 6u], x[e + 7u]) * p.x_scale;
+            let cs = p.x_col_stride;
+            let e = p.x_off + r * p.x_stride + 8u * (j % p.x_cols8) * cs;
+            a = vec4<f32>(x[e], x[e + cs], x[e + 2u * cs], x[e + 3u * cs]) * p.x_scale;
+            b = vec4<f32>(x[e + 4u * cs], x[e + 5u * cs], x[e + 6u * cs], x[e + 7u * cs]) * p.x_scale;
         }
     }
     let pa = hi_lo(a);

@@ -7,7 +7,8 @@
 //! partial softmax states `attention_merge.wgsl` combines. Shapes it does not take (odd
 //! v_head_dim, more query heads per KV head than a block holds) and
 //! `Kernels::tiled_attention` off go by `attention.wgsl`: one workgroup per (token, up to
-//! 4 heads of one KV head).
+//! 4 heads of one KV head). On tensor cores, prefill over one f32 KV head (Gemma 4 E2B,
+//! Gemma 3 270M) goes by `attention_coop` instead: two products around a softmax.
 //!
 //! A single query token (decode) gets `attention_decode.wgsl`, which spreads each key's
 //! dot product over several invocations and each query's keys over several workgroups
@@ -238,6 +239,23 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
         0 => positions,
         w => (w as usize).min(positions),
     };
+    if prep.is_none() {
+        let a = super::attention_coop::CoopAttention {
+            q_off: p.q_off as usize,
+            n_tokens,
+            n_heads: p.n_heads as usize,
+            head_dim: p.head_dim as usize,
+            kv_heads: p.kv_heads as usize,
+            v_head_dim,
+            pos0: p.pos0 as usize,
+            window: p.window as usize,
+            scale: p.scale,
+            out_off,
+        };
+        if super::attention_coop::usable(k, &a, &kv) && super::attention_coop::attention(k, b, &a, q, kv, out)? {
+            return Ok(());
+        }
+    }
     if let Some(shape) = tiled_shape(k, &p) {
         return tiled(k, b, p, q, kv, out, out_off, shape, true);
     }

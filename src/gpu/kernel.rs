@@ -55,6 +55,10 @@ pub struct Kernels {
     /// shapes allow. `RULLAMA_NO_TILED_ATTENTION` clears it at start (per-token workgroups,
     /// `attention.wgsl`); tests compare both.
     pub tiled_attention: bool,
+    /// Prefill attention of one KV head runs as two tensor-core products around a softmax
+    /// (`gpu::attention_coop`) where the device has them and the shapes allow.
+    /// `RULLAMA_NO_COOP_ATTENTION` clears it at start; tests compare both.
+    pub coop_attention: bool,
     /// Decode attention merges its own key splits (the last split of a query row to finish
     /// merges it) instead of an attention_merge dispatch. `RULLAMA_NO_DECODE_MERGE` clears
     /// it at start; tests compare both.
@@ -73,9 +77,10 @@ impl Kernels {
         let dummy = storage(&gpu, "dummy", 16);
         let (use_subgroups, use_coop) = (gpu.subgroups, gpu.coop);
         let tiled_attention = std::env::var_os("RULLAMA_NO_TILED_ATTENTION").is_none();
+        let coop_attention = std::env::var_os("RULLAMA_NO_COOP_ATTENTION").is_none();
         let decode_merge = std::env::var_os("RULLAMA_NO_DECODE_MERGE").is_none();
         let int_dot = std::env::var_os("RULLAMA_NO_INT_DOT").is_none();
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, decode_merge, int_dot, buffers: Mutex::new(HashMap::new()) }
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, int_dot, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).

@@ -89,6 +89,7 @@ struct SplitParams {
     x_scale: f32,
     tile_rows: u32,
     x_tile_rows: u32,
+    x_col_stride: u32,
 }
 
 #[repr(C)]
@@ -110,6 +111,7 @@ struct CoopParams {
     route_end: u32,
     y2_off: u32,
     y3_off: u32,
+    y_row_stride: u32,
 }
 
 /// Where a tensor-core matmul writes: y rows of `y_stride` from `y_off` (see `matmul_coop`),
@@ -212,6 +214,9 @@ pub struct SplitJob<'a> {
     pub hi: &'a wgpu::Buffer,
     pub lo: &'a wgpu::Buffer,
     pub tile_rows: usize,
+    /// Elements between a row's columns: 1, or more for f32 rows read across a matrix
+    /// (the second job only).
+    pub col_stride: usize,
 }
 
 impl SplitJob<'_> {
@@ -235,6 +240,9 @@ impl SplitJob<'_> {
 /// offsets and strides) when given.
 pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob>) -> Result<()> {
     let total = job.groups()?;
+    if job.col_stride != 1 {
+        return Err(Error::Input("split_f16: the first job reads whole rows".into()));
+    }
     let x_total = match x {
         None => 0,
         Some(x) if x.ty != GgmlType::F32 || !x.byte0.is_multiple_of(4) || !x.row_bytes.is_multiple_of(4) => {
@@ -260,6 +268,7 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         x_scale: x.map_or(1.0, |x| x.scale),
         tile_rows: u32_of(job.tile_rows, "split_f16 tile rows")?,
         x_tile_rows: u32_of(x.map_or(0, |x| x.tile_rows), "split_f16 tile rows")?,
+        x_col_stride: u32_of(x.map_or(1, |x| x.col_stride), "split_f16 column stride")?,
     };
     u32_of(total + x_total, "split_f16 size")?;
     let none;
@@ -282,6 +291,67 @@ pub(crate) fn usable(k: &Kernels, cols: usize) -> bool {
         && k.gpu.coop
         && cols.is_multiple_of(COLS_MULTIPLE)
         && COOP_SMALL.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize
+}
+
+/// The product kernel for `tile`.
+fn product_kernel(k: &Kernels, tile: CoopTile) -> Result<std::sync::Arc<super::kernel::Kernel>> {
+    let name = format!("matmul_coop/{}x{}", tile.bm, tile.bn);
+    k.get(&name, || KernelSource {
+        name: name.clone(),
+        code: tile.source(),
+        entry: "main",
+        buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
+    })
+}
+
+/// x of `matmul_coop_f32`: rows of f32 from element `off`, `stride` apart, their columns
+/// `col_stride` apart.
+#[derive(Clone, Copy)]
+pub(crate) struct CoopX<'a> {
+    pub buf: &'a wgpu::Buffer,
+    pub off: usize,
+    pub stride: usize,
+    pub col_stride: usize,
+}
+
+/// `y[y_off + t · y_stride + r · y_row_stride] = Σ_c w[r, c] · x[t, c]` on tensor cores for
+/// f32 operands where they lie: w's `rows` rows of `cols` (a multiple of COLS_MULTIPLE)
+/// from element `w_off` of `w`, x's `n` rows as `x` says. One weight chunk and no split-K
+/// (its sum writes plain rows): the caller keeps each split within a binding.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wgpu::Buffer, usize, usize), cols: usize, x: CoopX, n: usize, y: &wgpu::Buffer, (y_off, y_stride, y_row_stride): (usize, usize, usize)) -> Result<()> {
+    let tile = tile_for(k, rows, n, true);
+    let (n_pad, rp) = (n.div_ceil(tile.bm) * tile.bm, rows.div_ceil(tile.bn) * tile.bn);
+    let x_bytes = (n_pad * cols * 2) as u64;
+    let w_bytes = (rp * cols * 2) as u64;
+    if w_bytes.max(x_bytes) > k.gpu.max_binding() {
+        return Err(Error::Input(format!("matmul_coop_f32: {rows} x {cols} by {n} rows is past one binding")));
+    }
+    let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
+    let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
+    let x_job = SplitJob { src: x.buf, ty: GgmlType::F32, byte0: x.off * 4, row_bytes: x.stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl, tile_rows: tile.bm, col_stride: x.col_stride };
+    let w_job = SplitJob { src: w, ty: GgmlType::F32, byte0: w_off * 4, row_bytes: cols * 4, cols, rows, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: tile.bn, col_stride: 1 };
+    split_f16(k, b, &w_job, Some(&x_job))?;
+    let tiles = (rp / tile.bn) * (n_pad / tile.bm);
+    let (grid, groups_x) = grid_1d(tiles, k.gpu.limits.max_compute_workgroups_per_dimension);
+    let p = CoopParams {
+        cols: u32_of(cols, "matmul columns")?,
+        rows: u32_of(rows, "matmul rows")?,
+        n: u32_of(n, "matmul tokens")?,
+        y_off: u32_of(y_off, "matmul output offset")?,
+        y_stride: u32_of(y_stride, "matmul output stride")?,
+        row_groups: (rp / tile.bn) as u32,
+        groups_x,
+        splits: 1,
+        split_cols: cols as u32,
+        route_a: u32::MAX,
+        route_b: u32::MAX,
+        route_end: rows as u32,
+        y_row_stride: u32_of(y_row_stride, "matmul output row stride")?,
+        ..Default::default()
+    };
+    let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
+    b.dispatch(&product_kernel(k, tile)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3], &p, grid)
 }
 
 /// `y[t, r] = Σ_c w[first + r, c] · x[t, c]` on tensor cores for the rows `range` =
@@ -311,7 +381,7 @@ pub(crate) fn matmul_coop(
     let n_pad = n.div_ceil(bm) * bm;
     let x_bytes = (n_pad * cols * 2) as u64;
     let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
-    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl, tile_rows: bm };
+    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1 };
     // x is split by the first weight chunk's dispatch.
     let mut x_pending = Some(x_job);
 
@@ -322,13 +392,7 @@ pub(crate) fn matmul_coop(
     if chunk == 0 {
         return Err(Error::Input(format!("matmul: rows of {cols} columns are too long for the tensor-core kernel")));
     }
-    let name = format!("matmul_coop/{}x{}", tile.bm, tile.bn);
-    let kernel = k.get(&name, || KernelSource {
-        name: name.clone(),
-        code: tile.source(),
-        entry: "main",
-        buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
-    })?;
+    let kernel = product_kernel(k, tile)?;
     let row_bytes = w.row_bytes();
     // Routing: y rows hold part a; stand-ins for y2 and y3 where no row reaches them.
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
@@ -350,7 +414,7 @@ pub(crate) fn matmul_coop(
             let rp = rc.div_ceil(bn) * bn;
             let w_bytes = (rp * cols * 2) as u64;
             let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn };
+            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1 };
             split_f16(k, b, &w_job, x_pending.take().as_ref())?;
             let tiles = (rp / bn) * (n_pad / bm);
             let (mut splits, mut split_cols) = split_k_plan(tiles, cols);
@@ -376,6 +440,7 @@ pub(crate) fn matmul_coop(
                 route_end: w.rows as u32,
                 y2_off: u32_of(y2.1, "matmul output offset")?,
                 y3_off: u32_of(y3.1, "matmul output offset")?,
+                y_row_stride: 1,
             };
             if splits == 1 {
                 b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, y2.0, y3.0], &p, grid)?;

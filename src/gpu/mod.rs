@@ -4,6 +4,7 @@
 //! (matmul family: tests/gpu_matmul.rs).
 
 pub mod attention;
+pub mod attention_coop;
 pub mod block_groups;
 pub mod device;
 pub mod elementwise;
@@ -133,6 +134,7 @@ pub mod shaders {
     pub const KV_F32: &str = include_str!("../../shaders/attention/kv_f32.wgsl");
     pub const KV_F16: &str = include_str!("../../shaders/attention/kv_f16.wgsl");
     pub const ATTENTION_MERGE: &str = include_str!("../../shaders/attention/attention_merge.wgsl");
+    pub const ATTENTION_SOFTMAX: &str = include_str!("../../shaders/attention/attention_softmax.wgsl");
     pub const ATTENTION_MERGE_ROW: &str = include_str!("../../shaders/attention/attention_merge_row.wgsl");
     pub const ATTENTION_DECODE_MERGE: &str = include_str!("../../shaders/attention/attention_decode_merge.wgsl");
     pub const MOE_ROUTE: &str = include_str!("../../shaders/moe/moe_route.wgsl");

@@ -1,0 +1,179 @@
+//! Prefill attention as two tensor-core products around a softmax, for a single KV head
+//! (all query heads share it: Gemma 4 E2B, Gemma 3 270M). Query rows are (token, head)
+//! pairs, so for a block of tokens the scores are one matrix product, S = Q·Kᵀ over the
+//! block's key range, then `attention_softmax.wgsl` turns each row into weights (masking
+//! keys the query does not see), then O = P·V is a second product. Both products are
+//! `matmul_coop`'s (three f16 products per f32-accurate result), so this keeps the f32
+//! path's accuracy. The masked part of the key range is computed and thrown away, which
+//! costs less than the SIMT kernel's (`attention_tiled.wgsl`) whole work. Blocks of tokens
+//! are sized so S fits one binding and a bounded scratch. CPU twins:
+//! `attention_softmax_cpu`, and `cpu::ops::attention` for the whole (tests/gpu_ops.rs).
+
+use bytemuck::{Pod, Zeroable};
+
+use super::attention::KvCaches;
+use super::kernel::{Access, Batch, Kernels};
+use super::matmul_coop::{COLS_MULTIPLE, CoopX, matmul_coop_f32};
+use super::{compose, grid_1d, shaders, u32_of};
+use crate::Result;
+
+/// Fewest tokens worth the three dispatches more than the tiled kernel's two.
+const MIN_TOKENS: usize = 64;
+/// Largest score block (bytes): bounds the scratch and keeps blocks in one binding.
+const MAX_SCORE_BYTES: u64 = 64 << 20;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct SoftmaxParams {
+    rows: u32,
+    nk: u32,
+    heads: u32,
+    pos0: u32,
+    k_lo: u32,
+    window: u32,
+    scale: f32,
+    groups_x: u32,
+}
+
+/// The shapes of one prefill attention call (as `attention::attention_split` takes them).
+#[derive(Clone, Copy, Debug)]
+pub struct CoopAttention {
+    pub q_off: usize,
+    pub n_tokens: usize,
+    pub n_heads: usize,
+    pub head_dim: usize,
+    pub kv_heads: usize,
+    pub v_head_dim: usize,
+    pub pos0: usize,
+    pub window: usize,
+    pub scale: f32,
+    pub out_off: usize,
+}
+
+impl CoopAttention {
+    /// The first key position a query at `pos` sees.
+    fn first_key(&self, pos: usize) -> usize {
+        if self.window > 0 { (pos + 1).saturating_sub(self.window) } else { 0 }
+    }
+
+    /// The key range `(k_lo, nk)` tokens `t0..t1` see, nk a multiple of COLS_MULTIPLE,
+    /// moved down where it would end past the cache's `capacity` positions (the keys
+    /// added in front are masked); None where the cache is too short for that.
+    fn keys(&self, t0: usize, t1: usize, capacity: usize) -> Option<(usize, usize)> {
+        let lo = self.first_key(self.pos0 + t0);
+        let nk = (self.pos0 + t1 - lo).div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
+        if nk > capacity {
+            return None;
+        }
+        Some((lo.min(capacity - nk), nk))
+    }
+
+    /// Tokens per block: the most (halving from all) whose largest score block fits.
+    fn block_tokens(&self, k: &Kernels) -> usize {
+        let limit = MAX_SCORE_BYTES.min(k.gpu.max_binding());
+        let mut c = self.n_tokens;
+        while c > 1 {
+            let keys = if self.window > 0 { self.window + c } else { self.pos0 + self.n_tokens };
+            let nk = keys.div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
+            if ((c * self.n_heads * nk * 4) as u64) <= limit {
+                break;
+            }
+            c = c.div_ceil(2);
+        }
+        c
+    }
+}
+
+/// Whether `attention` takes this call on `k`: tensor cores on and usable, one f32 KV
+/// head, head sizes the products take, enough tokens.
+pub fn usable(k: &Kernels, a: &CoopAttention, kv: &KvCaches) -> bool {
+    k.coop_attention
+        && k.use_coop
+        && k.gpu.coop
+        && !kv.f16
+        && a.kv_heads == 1
+        && a.n_tokens >= MIN_TOKENS
+        && a.head_dim.is_multiple_of(COLS_MULTIPLE)
+        && super::matmul_coop::usable(k, a.head_dim)
+}
+
+/// Attention of `q` over `kv` into `out`, as `attention::attention_split` computes it (the
+/// caller checked shapes and buffer sizes and `usable`). Returns false, having recorded
+/// nothing, where the cache is too short for a block's padded key range.
+pub fn attention(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer) -> Result<bool> {
+    let (nh, hd, vhd) = (a.n_heads, a.head_dim, a.v_head_dim);
+    let capacity = (kv.k.size() as usize / 4 / hd).min(kv.v.size() as usize / 4 / vhd);
+    let c = a.block_tokens(k);
+    let blocks: Vec<(usize, usize)> = (0..a.n_tokens).step_by(c).map(|t0| (t0, (t0 + c).min(a.n_tokens))).collect();
+    if blocks.iter().any(|&(t0, t1)| a.keys(t0, t1, capacity).is_none()) {
+        return Ok(false);
+    }
+    for (t0, t1) in blocks {
+        let (k_lo, nk) = a.keys(t0, t1, capacity).expect("checked above");
+        let rows = (t1 - t0) * nh;
+        let s = k.scratch("attention_coop/scores", (rows * nk * 4) as u64);
+        // S[row, j] = q_row · K[k_lo + j]
+        let x = CoopX { buf: q, off: a.q_off + t0 * nh * hd, stride: hd, col_stride: 1 };
+        matmul_coop_f32(k, b, (kv.k, k_lo * hd, nk), hd, x, rows, &s, (0, nk, 1))?;
+        let sr = ScoreRows { rows, nk, heads: nh, pos0: a.pos0 + t0, k_lo, window: a.window, scale: a.scale };
+        softmax(k, b, &s, &sr)?;
+        // O[row, d] = Σ_j P[row, j] · V[k_lo + j, d]: Vᵀ read across the cache as x (its
+        // rows are the output's columns), so y is written transposed.
+        let v = CoopX { buf: kv.v, off: k_lo * vhd, stride: 1, col_stride: vhd };
+        matmul_coop_f32(k, b, (&s, 0, rows), nk, v, vhd, out, (a.out_off + t0 * nh * vhd, 1, vhd))?;
+    }
+    Ok(true)
+}
+
+/// Rows of scores for attention_softmax.wgsl: `rows` rows of `nk` keys from position
+/// `k_lo`, row r being token r / `heads` at position `pos0 + r / heads`.
+#[derive(Clone, Copy, Debug)]
+pub struct ScoreRows {
+    pub rows: usize,
+    pub nk: usize,
+    pub heads: usize,
+    pub pos0: usize,
+    pub k_lo: usize,
+    pub window: usize,
+    pub scale: f32,
+}
+
+/// Record attention_softmax.wgsl over `s` (from element 0).
+pub fn softmax(k: &Kernels, b: &mut Batch, s: &wgpu::Buffer, r: &ScoreRows) -> Result<()> {
+    super::check_fits("attention_softmax", &[(s, r.rows * r.nk)])?;
+    let (red, tag) = super::reduce(k);
+    let name = format!("attention_softmax{tag}");
+    let kernel = k.get(&name, || super::kernel::KernelSource {
+        name: name.clone(),
+        code: compose(&[shaders::ATTENTION_SOFTMAX, red[0], red[1]]),
+        entry: "main",
+        buffers: vec![Access::ReadWrite],
+    })?;
+    let (grid, groups_x) = grid_1d(r.rows, k.gpu.limits.max_compute_workgroups_per_dimension);
+    let p = SoftmaxParams {
+        rows: u32_of(r.rows, "attention rows")?,
+        nk: u32_of(r.nk, "attention keys")?,
+        heads: u32_of(r.heads, "attention heads")?,
+        pos0: u32_of(r.pos0, "attention position")?,
+        k_lo: u32_of(r.k_lo, "attention key")?,
+        window: u32_of(r.window, "attention window")?,
+        scale: r.scale,
+        groups_x,
+    };
+    b.dispatch(&kernel, &[s], &p, grid)
+}
+
+/// What attention_softmax.wgsl makes of the scores `s` (`r.rows` rows).
+pub fn attention_softmax_cpu(s: &mut [f32], r: &ScoreRows) {
+    for (i, row) in s.chunks_exact_mut(r.nk).take(r.rows).enumerate() {
+        let pos = r.pos0 + i / r.heads;
+        let first = if r.window > 0 { (pos + 1).saturating_sub(r.window) } else { 0 };
+        let seen = |j: usize| (first..=pos).contains(&(r.k_lo + j));
+        let m = (0..r.nk).filter(|&j| seen(j)).map(|j| row[j] * r.scale).fold(f32::NEG_INFINITY, f32::max);
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = if seen(j) { (*v * r.scale - m).exp() } else { 0.0 };
+        }
+        let l: f32 = row.iter().sum();
+        row.iter_mut().for_each(|v| *v /= l);
+    }
+}
