@@ -253,6 +253,55 @@ fn attention_matches_cpu() {
     }
 }
 
+/// Prefill attention on tensor cores (gpu::attention_coop) in several blocks of tokens, each
+/// with its own key range (a small score block forces four blocks in each case), against
+/// the CPU: Gemma 4 sliding and global shapes, a cache only as long as the prompt (the
+/// sliding layer's last padded key range moves down into it). A cache too short for a
+/// padded key range is refused before anything is recorded. Tolerance as
+/// attention_matches_cpu. Devices without tensor cores have nothing to check here
+/// (`RULLAMA_REQUIRE_COOP=1` makes that a failure).
+#[test]
+fn coop_attention_in_blocks_matches_cpu() {
+    use rullama::gpu::attention::KvCaches;
+    use rullama::gpu::attention_coop::{CoopAttention, attention, usable};
+    let k = kernels();
+    if std::env::var_os("RULLAMA_REQUIRE_COOP").is_some() {
+        assert!(k.gpu.coop, "RULLAMA_REQUIRE_COOP: {} has no usable cooperative matrices", k.gpu.info.name);
+    }
+    if !k.gpu.coop {
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(43);
+    // (n_tokens, n_heads, head_dim, pos0, window, extra cache positions, score block bytes)
+    for (n, nh, hd, pos0, window, extra, block) in [(150, 8, 256, 0, 40, 0, 1 << 18), (130, 4, 256, 20, 0, 10, 1 << 17), (97, 8, 512, 0, 0, 31, 1 << 17), (97, 8, 512, 0, 0, 0, 1 << 17), (97, 8, 512, 0, 0, 31, 1 << 16)] {
+        let positions = pos0 + n;
+        let q = rand_vec(&mut rng, 5 + n * nh * hd);
+        let kc = rand_vec(&mut rng, (positions + extra) * hd);
+        let vc = rand_vec(&mut rng, (positions + extra) * hd);
+        let scale = 1.0 / (hd as f32).sqrt();
+        let shape = ops::AttnShape { n_tokens: n, n_heads: nh, head_dim: hd, kv_heads: 1, v_head_dim: hd, pos0, window, scale };
+        let want = ops::attention(&q[5..], &kc[..positions * hd], &vc[..positions * hd], &shape);
+        let (qb, kb, vb) = (up(&k, &q), up(&k, &kc), up(&k, &vc));
+        let ob = up(&k, &vec![7.0f32; 3 + want.len() + 1]);
+        let a = CoopAttention { q_off: 5, n_tokens: n, n_heads: nh, head_dim: hd, kv_heads: 1, v_head_dim: hd, pos0, window, scale, out_off: 3, max_score_bytes: block };
+        let kv = KvCaches { k: &kb, v: &vb, f16: false };
+        assert!(usable(&k, &a, &kv));
+        let mut b = Batch::new(Arc::clone(&k.gpu), 32);
+        let ran = attention(&k, &mut b, &a, &qb, kv, &ob).unwrap();
+        // 97 positions cannot hold the padded 128 keys of the last block, and 64 KiB blocks
+        // would take more than four.
+        assert_eq!(ran, (positions + extra >= 128 || window > 0) && block > 1 << 16, "tokens {n} pos0 {pos0} extra {extra} block {block}");
+        if !ran {
+            continue;
+        }
+        b.submit().unwrap();
+        let got = kernel::read_f32(&k.gpu, &ob, 0, 3 + want.len() + 1).unwrap();
+        assert!(got[..3].iter().chain(got.last()).all(|&v| v == 7.0), "writes outside the output");
+        let e = max_rel(&got[3..3 + want.len()], &want);
+        assert!(e < 1e-5, "tokens {n} heads {nh} hd {hd} pos0 {pos0} window {window} block {block}: rel err {e}");
+    }
+}
+
 /// attention_softmax.wgsl against its CPU twin: rows of a block of tokens whose key range
 /// starts before, at and past the window's first key, with keys past the last position;
 /// rows longer than the kernel keeps in registers. Weights are exp of logit differences up

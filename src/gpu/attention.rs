@@ -251,6 +251,7 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
             window: p.window as usize,
             scale: p.scale,
             out_off,
+            max_score_bytes: super::attention_coop::MAX_SCORE_BYTES,
         };
         if super::attention_coop::usable(k, &a, &kv) && super::attention_coop::attention(k, b, &a, q, kv, out)? {
             return Ok(());
