@@ -253,7 +253,7 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
             out_off,
             max_score_bytes: super::attention_coop::MAX_SCORE_BYTES,
         };
-        if super::attention_coop::usable(k, &a, &kv) && super::attention_coop::attention(k, b, &a, q, kv, out)? {
+        if n_tokens >= super::attention_coop::MIN_TOKENS && super::attention_coop::usable(k, &a, &kv) && super::attention_coop::attention(k, b, &a, q, kv, out)? {
             return Ok(());
         }
     }
