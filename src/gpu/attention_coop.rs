@@ -28,8 +28,9 @@ pub const MIN_TOKENS: usize = 256;
 /// binding.
 pub const MAX_SCORE_BYTES: u64 = 64 << 20;
 /// Most blocks one call takes (five dispatches each, within a layer's share of a batch:
-/// `GpuModel::max_dispatches`); longer key ranges go to the tiled kernel. A 512-token
-/// prefill chunk of eight heads stays within it up to ~32k positions.
+/// `GpuModel::max_dispatches`); longer key ranges go to the tiled kernel. A 1024-token
+/// prefill chunk of eight heads stays within it up to ~8k positions on a global layer
+/// (sliding layers see a window plus the chunk: one block).
 const MAX_BLOCKS: usize = 4;
 
 #[repr(C)]

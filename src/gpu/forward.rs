@@ -26,8 +26,11 @@ use residual::{Residual, Step};
 /// Largest number of tokens evaluated in one pass; longer prompts run in chunks.
 /// 512 rather than 256: twice the workgroups per prefill matmul, which the smaller layer
 /// matrices need to fill a large GPU (H100, 512-token prompt: Gemma 3 270M layout 20.0k ->
-/// 33.7k tok/s, Gemma 4 E2B 3.0k -> 4.4k); activations take twice the memory.
-const MAX_BATCH: usize = 512;
+/// 33.7k tok/s, Gemma 4 E2B 3.0k -> 4.4k); activations take twice the memory. 1024 rather
+/// than 512: each weight is split into f16 parts once per chunk, and the products get
+/// larger grids (H100, 4096-token prompt: E2B 10.4k -> 11.3k tok/s, 270M 86.8k -> 103.9k;
+/// E2B activations 203 -> 308 MB with a 4096-token cache). 2048 gave E2B 12.8k for 518 MB.
+const MAX_BATCH: usize = 1024;
 /// Rows of logits computed at once for teacher-forced evaluation.
 const LOGIT_ROWS: usize = 8;
 /// Layers per submission during prefill (cancel is checked between submissions).
