@@ -283,7 +283,7 @@ fn coop_attention_in_blocks_matches_cpu() {
         let want = ops::attention(&q[5..], &kc[..positions * hd], &vc[..positions * hd], &shape);
         let (qb, kb, vb) = (up(&k, &q), up(&k, &kc), up(&k, &vc));
         let ob = up(&k, &vec![7.0f32; 3 + want.len() + 1]);
-        let a = CoopAttention { q_off: 5, n_tokens: n, n_heads: nh, head_dim: hd, kv_heads: 1, v_head_dim: hd, pos0, window, scale, out_off: 3, max_score_bytes: block };
+        let a = CoopAttention { shape, q_off: 5, out_off: 3, max_score_bytes: block };
         let kv = KvCaches { k: &kb, v: &vb, f16: false };
         assert!(usable(&k, &a, &kv));
         let mut b = Batch::new(Arc::clone(&k.gpu), 32);

@@ -240,8 +240,7 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
         w => (w as usize).min(positions),
     };
     if prep.is_none() {
-        let a = super::attention_coop::CoopAttention {
-            q_off: p.q_off as usize,
+        let shape = crate::cpu::ops::AttnShape {
             n_tokens,
             n_heads: p.n_heads as usize,
             head_dim: p.head_dim as usize,
@@ -250,9 +249,8 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
             pos0: p.pos0 as usize,
             window: p.window as usize,
             scale: p.scale,
-            out_off,
-            max_score_bytes: super::attention_coop::MAX_SCORE_BYTES,
         };
+        let a = super::attention_coop::CoopAttention { shape, q_off: p.q_off as usize, out_off, max_score_bytes: super::attention_coop::MAX_SCORE_BYTES };
         if n_tokens >= super::attention_coop::MIN_TOKENS && super::attention_coop::usable(k, &a, &kv) && super::attention_coop::attention(k, b, &a, q, kv, out)? {
             return Ok(());
         }

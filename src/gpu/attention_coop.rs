@@ -14,6 +14,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::attention::KvCaches;
+use crate::cpu::ops::AttnShape;
 use super::kernel::{Access, Batch, Kernels};
 use super::matmul_coop::{COLS_MULTIPLE, CoopX, matmul_coop_f32};
 use super::{compose, grid_1d, shaders, u32_of};
@@ -46,35 +47,28 @@ struct SoftmaxParams {
     groups_x: u32,
 }
 
-/// The shapes of one prefill attention call (as `attention::attention_split` takes them).
+/// One prefill attention call: its shapes, where q and the output start (elements), and
+/// the largest score block in bytes (MAX_SCORE_BYTES; tests force several blocks).
 #[derive(Clone, Copy, Debug)]
 pub struct CoopAttention {
+    pub shape: AttnShape,
     pub q_off: usize,
-    pub n_tokens: usize,
-    pub n_heads: usize,
-    pub head_dim: usize,
-    pub kv_heads: usize,
-    pub v_head_dim: usize,
-    pub pos0: usize,
-    pub window: usize,
-    pub scale: f32,
     pub out_off: usize,
-    /// Largest score block in bytes (MAX_SCORE_BYTES; tests force several blocks).
     pub max_score_bytes: u64,
 }
 
 impl CoopAttention {
     /// The first key position a query at `pos` sees.
     fn first_key(&self, pos: usize) -> usize {
-        if self.window > 0 { (pos + 1).saturating_sub(self.window) } else { 0 }
+        if self.shape.window > 0 { (pos + 1).saturating_sub(self.shape.window) } else { 0 }
     }
 
     /// The key range `(k_lo, nk)` tokens `t0..t1` see, nk a multiple of COLS_MULTIPLE,
     /// moved down where it would end past the cache's `capacity` positions (the keys
     /// added in front are masked); None where the cache is too short for that.
     fn keys(&self, t0: usize, t1: usize, capacity: usize) -> Option<(usize, usize)> {
-        let lo = self.first_key(self.pos0 + t0);
-        let nk = (self.pos0 + t1 - lo).div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
+        let lo = self.first_key(self.shape.pos0 + t0);
+        let nk = (self.shape.pos0 + t1 - lo).div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
         if nk > capacity {
             return None;
         }
@@ -84,11 +78,11 @@ impl CoopAttention {
     /// Tokens per block: the most (halving from all) whose largest score block fits.
     fn block_tokens(&self, k: &Kernels) -> usize {
         let limit = self.max_score_bytes.min(k.gpu.max_binding());
-        let mut c = self.n_tokens;
+        let mut c = self.shape.n_tokens;
         while c > 1 {
-            let keys = if self.window > 0 { self.window + c } else { self.pos0 + self.n_tokens };
+            let keys = if self.shape.window > 0 { self.shape.window + c } else { self.shape.pos0 + self.shape.n_tokens };
             let nk = keys.div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
-            if ((c * self.n_heads * nk * 4) as u64) <= limit {
+            if ((c * self.shape.n_heads * nk * 4) as u64) <= limit {
                 break;
             }
             c = c.div_ceil(2);
@@ -104,9 +98,9 @@ pub fn usable(k: &Kernels, a: &CoopAttention, kv: &KvCaches) -> bool {
         && k.use_coop
         && k.gpu.coop
         && !kv.f16
-        && a.kv_heads == 1
-        && a.head_dim.is_multiple_of(COLS_MULTIPLE)
-        && super::matmul_coop::usable(k, a.head_dim)
+        && a.shape.kv_heads == 1
+        && a.shape.head_dim.is_multiple_of(COLS_MULTIPLE)
+        && super::matmul_coop::usable(k, a.shape.head_dim)
 }
 
 /// Attention of `q` over `kv` into `out`, as `attention::attention_split` computes it (the
@@ -114,10 +108,10 @@ pub fn usable(k: &Kernels, a: &CoopAttention, kv: &KvCaches) -> bool {
 /// nothing, where the cache is too short for a block's padded key range or the keys need
 /// more than MAX_BLOCKS blocks.
 pub fn attention(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer) -> Result<bool> {
-    let (nh, hd, vhd) = (a.n_heads, a.head_dim, a.v_head_dim);
+    let (nh, hd, vhd) = (a.shape.n_heads, a.shape.head_dim, a.shape.v_head_dim);
     let capacity = (kv.k.size() as usize / 4 / hd).min(kv.v.size() as usize / 4 / vhd);
     let c = a.block_tokens(k);
-    let blocks: Vec<(usize, usize)> = (0..a.n_tokens).step_by(c).map(|t0| (t0, (t0 + c).min(a.n_tokens))).collect();
+    let blocks: Vec<(usize, usize)> = (0..a.shape.n_tokens).step_by(c).map(|t0| (t0, (t0 + c).min(a.shape.n_tokens))).collect();
     if blocks.len() > MAX_BLOCKS || blocks.iter().any(|&(t0, t1)| a.keys(t0, t1, capacity).is_none()) {
         return Ok(false);
     }
@@ -128,7 +122,7 @@ pub fn attention(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer
         // S[row, j] = q_row · K[k_lo + j]
         let x = CoopX { buf: q, off: a.q_off + t0 * nh * hd, stride: hd, col_stride: 1 };
         matmul_coop_f32(k, b, (kv.k, k_lo * hd, nk), hd, x, rows, &s, (0, nk, 1))?;
-        let sr = ScoreRows { rows, nk, heads: nh, pos0: a.pos0 + t0, k_lo, window: a.window, scale: a.scale };
+        let sr = ScoreRows { rows, nk, heads: nh, pos0: a.shape.pos0 + t0, k_lo, window: a.shape.window, scale: a.shape.scale };
         softmax(k, b, &s, &sr)?;
         // O[row, d] = Σ_j P[row, j] · V[k_lo + j, d]: Vᵀ read across the cache as x (its
         // rows are the output's columns), so y is written transposed.
