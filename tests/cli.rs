@@ -115,6 +115,22 @@ fn tokenize_and_run_on_the_demo_model() {
     assert_eq!(gpu, out, "GPU and CPU greedy replies differ");
 }
 
+/// `rullama bench` on the GPU (lavapipe in CI) with a store model: its JSON report has
+/// every figure, positive, the memory split into weights, cache and the kernels' scratch
+/// (made during the run), and the text form says the same. Timings are not checked.
+#[test]
+fn bench_reports_speed_and_memory() {
+    let env = Env::new();
+    let args = ["bench", "--model", "tiny:moe", "--backend", "gpu", "--prompt-tokens", "12", "--gen-tokens", "3"];
+    let r: serde_json::Value = serde_json::from_str(&env.ok(&[&args[..], &["--json"]].concat())).unwrap();
+    for key in ["load_s", "prefill_tok_s", "ttft_ms", "decode_tok_s", "decode_ms_per_token", "weight_bytes", "cache_bytes", "scratch_bytes"] {
+        assert!(r[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {r}");
+    }
+    assert_eq!((r["prompt_tokens"].as_u64(), r["gen_tokens"].as_u64(), r["backend"].as_str()), (Some(12), Some(3), Some("gpu")));
+    let text = env.ok(&args);
+    assert!(text.contains("prefill 12 tok") && text.contains("decode 3 tok") && text.contains("scratch"), "{text}");
+}
+
 #[test]
 fn bad_input_gives_clear_errors() {
     let env = Env::new();

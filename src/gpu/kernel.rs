@@ -89,6 +89,12 @@ impl Kernels {
         m.entry(key.to_string()).or_insert_with(|| upload(&self.gpu, key, bytemuck::cast_slice(&build()))).clone()
     }
 
+    /// Bytes of the constant tables and scratch buffers the encoders hold now (scratch
+    /// grows on first use: prefill on tensor cores takes the most).
+    pub fn buffer_bytes(&self) -> u64 {
+        self.buffers.lock().expect("buffer cache lock").values().map(|b| b.size()).sum()
+    }
+
     /// A scratch buffer of at least `bytes` cached under `key`; grown (replaced) when too
     /// small. Dispatches of one batch that share it run in order, so reuse is safe.
     pub fn scratch(&self, key: &str, bytes: u64) -> wgpu::Buffer {

@@ -75,6 +75,15 @@ impl LoadedModel {
         }
     }
 
+    /// Bytes of the GPU engine's tables and scratch buffers so far (`Kernels::buffer_bytes`;
+    /// 0 on the CPU).
+    pub fn scratch_bytes(&self) -> u64 {
+        match self {
+            LoadedModel::Cpu(_) => 0,
+            LoadedModel::Gpu(m) => m.k.buffer_bytes(),
+        }
+    }
+
     /// Caches made from now on store K and V as `ty`.
     pub fn set_kv_cache_type(&mut self, ty: KvCacheType) {
         let f16 = ty == KvCacheType::F16;

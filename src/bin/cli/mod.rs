@@ -357,6 +357,8 @@ struct BenchReport {
     decode_ms_per_token: f64,
     weight_bytes: u64,
     cache_bytes: u64,
+    /// Tables and scratch the GPU kernels made during the run (tensor-core prefill's splits).
+    scratch_bytes: u64,
 }
 
 pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
@@ -409,6 +411,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         decode_ms_per_token: decode * 1e3 / a.gen_tokens.max(1) as f64,
         weight_bytes: m.weight_bytes(),
         cache_bytes: m.cache_bytes(ctx),
+        scratch_bytes: m.scratch_bytes(),
     };
     if std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "kernels") {
         eprintln!("{}", rullama::gpu::kernel::kernel_profile_report());
@@ -417,7 +420,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         return json(&report);
     }
     println!(
-        "{} on {} ({}): load {:.2} s | prefill {} tok: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | GPU memory ≈ {} weights + {} cache/activations",
+        "{} on {} ({}): load {:.2} s | prefill {} tok: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | GPU memory ≈ {} weights + {} cache/activations + {} scratch",
         report.model,
         report.device,
         report.backend,
@@ -429,7 +432,8 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         report.decode_tok_s,
         report.decode_ms_per_token,
         bytes_h(report.weight_bytes),
-        bytes_h(report.cache_bytes)
+        bytes_h(report.cache_bytes),
+        bytes_h(report.scratch_bytes)
     );
     Ok(())
 }
