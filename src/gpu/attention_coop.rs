@@ -7,18 +7,18 @@
 //! path's accuracy. The masked part of a block's key range is computed and thrown away,
 //! which costs less than the SIMT kernel's (`attention_tiled.wgsl`) whole work: skipping
 //! the tiles the mask empties measured no faster on an H100 (E2B prefill at 512, 2048 and
-//! 4096 tokens within noise), as the blocks already follow the causal boundary. Blocks of tokens
-//! are sized so S fits one binding and a bounded scratch. CPU twins:
+//! 4096 tokens within noise), as the blocks already follow the causal boundary. Blocks of
+//! tokens are sized so S fits one binding and a bounded scratch. CPU twins:
 //! `attention_softmax_cpu`, and `cpu::ops::attention` for the whole (tests/gpu_ops.rs).
 
 use bytemuck::{Pod, Zeroable};
 
 use super::attention::KvCaches;
-use crate::cpu::ops::AttnShape;
 use super::kernel::{Access, Batch, Kernels};
 use super::matmul_coop::{COLS_MULTIPLE, CoopX, matmul_coop_f32};
 use super::{compose, grid_1d, shaders, u32_of};
 use crate::Result;
+use crate::cpu::ops::AttnShape;
 
 /// Fewest tokens worth the three dispatches more than the tiled kernel's two. H100, prefill
 /// tok/s, this path against the tiled kernel (E2B / 270M layouts): 128 tokens 5,669 /
