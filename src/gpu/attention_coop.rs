@@ -75,9 +75,9 @@ impl CoopAttention {
         Some((lo.min(capacity - nk), nk))
     }
 
-    /// Tokens per block: the most (halving from all) whose largest score block fits.
-    fn block_tokens(&self, k: &Kernels) -> usize {
-        let limit = self.max_score_bytes.min(k.gpu.max_binding());
+    /// Tokens per block: the most (halving from all) whose largest score block fits `limit`
+    /// bytes.
+    fn block_tokens(&self, limit: u64) -> usize {
         let mut c = self.shape.n_tokens;
         while c > 1 {
             let keys = if self.shape.window > 0 { self.shape.window + c } else { self.shape.pos0 + self.shape.n_tokens };
@@ -88,6 +88,16 @@ impl CoopAttention {
             c = c.div_ceil(2);
         }
         c
+    }
+
+    /// The blocks `(t0, t1, k_lo, nk)`: tokens t0..t1 against keys k_lo..k_lo + nk, each
+    /// block's scores within `limit` bytes and its keys within the cache's `capacity`
+    /// positions; None where that takes more than MAX_BLOCKS blocks or the cache is too
+    /// short for a padded key range.
+    fn blocks(&self, limit: u64, capacity: usize) -> Option<Vec<(usize, usize, usize, usize)>> {
+        let (n, c) = (self.shape.n_tokens, self.block_tokens(limit));
+        let blocks: Option<Vec<_>> = (0..n).step_by(c).map(|t0| (t0, (t0 + c).min(n))).map(|(t0, t1)| self.keys(t0, t1, capacity).map(|(lo, nk)| (t0, t1, lo, nk))).collect();
+        blocks.filter(|b| b.len() <= MAX_BLOCKS)
     }
 }
 
@@ -110,13 +120,10 @@ pub fn usable(k: &Kernels, a: &CoopAttention, kv: &KvCaches) -> bool {
 pub fn attention(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer) -> Result<bool> {
     let (nh, hd, vhd) = (a.shape.n_heads, a.shape.head_dim, a.shape.v_head_dim);
     let capacity = (kv.k.size() as usize / 4 / hd).min(kv.v.size() as usize / 4 / vhd);
-    let c = a.block_tokens(k);
-    let blocks: Vec<(usize, usize)> = (0..a.shape.n_tokens).step_by(c).map(|t0| (t0, (t0 + c).min(a.shape.n_tokens))).collect();
-    if blocks.len() > MAX_BLOCKS || blocks.iter().any(|&(t0, t1)| a.keys(t0, t1, capacity).is_none()) {
+    let Some(blocks) = a.blocks(a.max_score_bytes.min(k.gpu.max_binding()), capacity) else {
         return Ok(false);
-    }
-    for (t0, t1) in blocks {
-        let (k_lo, nk) = a.keys(t0, t1, capacity).expect("checked above");
+    };
+    for (t0, t1, k_lo, nk) in blocks {
         let rows = (t1 - t0) * nh;
         let s = k.scratch("attention_coop/scores", (rows * nk * 4) as u64);
         // S[row, j] = q_row · K[k_lo + j]
@@ -182,5 +189,58 @@ pub fn attention_softmax_cpu(s: &mut [f32], r: &ScoreRows) {
         }
         let l: f32 = row.iter().sum();
         row.iter_mut().for_each(|v| *v /= l);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block plan over prompts, windows, histories, caches and score limits: blocks
+    /// cover the tokens in order, each within the limit and the cache, with a whole number
+    /// of 32-key steps holding every key each of its queries sees; refused only where
+    /// MAX_BLOCKS blocks or the cache cannot hold that.
+    #[test]
+    fn blocks_hold_every_key_their_queries_see() {
+        let (mut planned, mut refused) = (0, 0);
+        for n in [1, 31, 256, 300, 1024] {
+            for window in [0, 16, 512] {
+                for pos0 in [0, 7, 3000] {
+                    for (heads, limit) in [(8, 64u64 << 20), (4, 1 << 18), (8, 1 << 16)] {
+                        for extra in [0, 31, 5000] {
+                            let shape = AttnShape { n_tokens: n, n_heads: heads, head_dim: 256, kv_heads: 1, v_head_dim: 256, pos0, window, scale: 1.0 };
+                            let a = CoopAttention { shape, q_off: 0, out_off: 0, max_score_bytes: limit };
+                            let capacity = pos0 + n + extra;
+                            let Some(blocks) = a.blocks(limit, capacity) else {
+                                // Refused: too many blocks, or a padded range past the cache.
+                                let c = a.block_tokens(limit);
+                                let too_many = n.div_ceil(c) > MAX_BLOCKS;
+                                let short = (0..n).step_by(c).any(|t0| a.keys(t0, (t0 + c).min(n), capacity).is_none());
+                                assert!(too_many || short, "{shape:?} capacity {capacity} limit {limit}: refused");
+                                refused += 1;
+                                continue;
+                            };
+                            planned += 1;
+                            assert!(blocks.len() <= MAX_BLOCKS);
+                            let mut next = 0;
+                            for (t0, t1, lo, nk) in blocks {
+                                let what = format!("{shape:?} capacity {capacity} limit {limit}: block {t0}..{t1} keys {lo}+{nk}");
+                                assert!(t0 == next && t1 > t0, "{what}: blocks in order");
+                                next = t1;
+                                assert!(nk.is_multiple_of(COLS_MULTIPLE) && lo + nk <= capacity, "{what}");
+                                assert!(((t1 - t0) * heads * nk * 4) as u64 <= limit || t1 - t0 == 1, "{what}: over the limit");
+                                for t in t0..t1 {
+                                    let pos = pos0 + t;
+                                    assert!(a.first_key(pos) >= lo && pos < lo + nk, "{what}: token {t}");
+                                }
+                            }
+                            assert_eq!(next, n, "{shape:?}: every token");
+                        }
+                    }
+                }
+            }
+        }
+        // Both branches run (196 and 209 of the 405 cases).
+        assert!(planned > 150 && refused > 150, "planned {planned}, refused {refused}");
     }
 }
