@@ -112,6 +112,12 @@ pub struct AttnShape {
     pub scale: f32,
 }
 
+/// The first key position a query at `pos` sees: `pos + 1 - window` (sliding window), or 0
+/// for `window` 0 or a window longer than the history.
+pub fn first_key(pos: usize, window: usize) -> usize {
+    if window > 0 { (pos + 1).saturating_sub(window) } else { 0 }
+}
+
 /// Causal attention of `q` (`[t][head][head_dim]`, RoPE'd) over cached keys and values
 /// (`[pos][kv_head][head_dim]`, `[pos][kv_head][v_head_dim]`, holding positions
 /// `0..pos0 + n_tokens`). Query `t` sits at `pos = pos0 + t` and sees keys
@@ -124,7 +130,7 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: &AttnShape) -> Vec<f32> {
     let mut scores = Vec::new();
     for t in 0..s.n_tokens {
         let pos = s.pos0 + t;
-        let first = if s.window > 0 { (pos + 1).saturating_sub(s.window) } else { 0 };
+        let first = first_key(pos, s.window);
         for h in 0..nh {
             let kvhead = h / group;
             let qh = &q[(t * nh + h) * hd..(t * nh + h + 1) * hd];

@@ -18,7 +18,7 @@ use super::kernel::{Access, Batch, Kernels};
 use super::matmul_coop::{COLS_MULTIPLE, CoopX, matmul_coop_f32};
 use super::{compose, grid_1d, shaders, u32_of};
 use crate::Result;
-use crate::cpu::ops::AttnShape;
+use crate::cpu::ops::{AttnShape, first_key};
 
 /// Fewest tokens worth the three dispatches more than the tiled kernel's two. H100, prefill
 /// tok/s, this path against the tiled kernel (E2B / 270M layouts): 128 tokens 5,669 /
@@ -58,16 +58,11 @@ pub struct CoopAttention {
 }
 
 impl CoopAttention {
-    /// The first key position a query at `pos` sees.
-    fn first_key(&self, pos: usize) -> usize {
-        if self.shape.window > 0 { (pos + 1).saturating_sub(self.shape.window) } else { 0 }
-    }
-
     /// The key range `(k_lo, nk)` tokens `t0..t1` see, nk a multiple of COLS_MULTIPLE,
     /// moved down where it would end past the cache's `capacity` positions (the keys
     /// added in front are masked); None where the cache is too short for that.
     fn keys(&self, t0: usize, t1: usize, capacity: usize) -> Option<(usize, usize)> {
-        let lo = self.first_key(self.shape.pos0 + t0);
+        let lo = first_key(self.shape.pos0 + t0, self.shape.window);
         let nk = (self.shape.pos0 + t1 - lo).div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
         if nk > capacity {
             return None;
@@ -181,7 +176,7 @@ pub fn softmax(k: &Kernels, b: &mut Batch, s: &wgpu::Buffer, r: &ScoreRows) -> R
 pub fn attention_softmax_cpu(s: &mut [f32], r: &ScoreRows) {
     for (i, row) in s.chunks_exact_mut(r.nk).take(r.rows).enumerate() {
         let pos = r.pos0 + i / r.heads;
-        let first = if r.window > 0 { (pos + 1).saturating_sub(r.window) } else { 0 };
+        let first = first_key(pos, r.window);
         let seen = |j: usize| (first..=pos).contains(&(r.k_lo + j));
         let m = (0..r.nk).filter(|&j| seen(j)).map(|j| row[j] * r.scale).fold(f32::NEG_INFINITY, f32::max);
         for (j, v) in row.iter_mut().enumerate() {
@@ -231,7 +226,7 @@ mod tests {
                                 assert!(((t1 - t0) * heads * nk * 4) as u64 <= limit || t1 - t0 == 1, "{what}: over the limit");
                                 for t in t0..t1 {
                                     let pos = pos0 + t;
-                                    assert!(a.first_key(pos) >= lo && pos < lo + nk, "{what}: token {t}");
+                                    assert!(first_key(pos, window) >= lo && pos < lo + nk, "{what}: token {t}");
                                 }
                             }
                             assert_eq!(next, n, "{shape:?}: every token");
