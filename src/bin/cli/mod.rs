@@ -359,6 +359,21 @@ struct BenchReport {
     cache_bytes: u64,
     /// Tables and scratch the GPU kernels made during the run (tensor-core prefill's splits).
     scratch_bytes: u64,
+    /// Every repetition's figures, in order (the ones above are the best of them), so a
+    /// comparison can take the same statistic from each engine (scripts/compare-llama-cpp).
+    prefill_tok_s_reps: Vec<f64>,
+    decode_tok_s_reps: Vec<f64>,
+}
+
+/// The median of `v` (the mean of the middle two for an even count).
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
 }
 
 pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
@@ -376,7 +391,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
     // run ahead and, in a group of steps, wait for.
     let ctx = a.prompt_tokens + a.gen_tokens;
     let cancel = AtomicBool::new(false);
-    let mut best = (f64::MAX, f64::MAX, f64::MAX);
+    let (mut ttfts, mut decodes) = (Vec::new(), Vec::new());
     for _ in 0..a.reps.max(1) {
         let mut cache = m.new_cache(ctx);
         let opts = match a.temperature > 0.0 {
@@ -394,10 +409,11 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
             made += 1;
             Ok(made <= a.gen_tokens)
         })?;
-        let decode = t.elapsed().as_secs_f64();
-        best = (best.0.min(ttft), best.1.min(decode), best.2);
+        ttfts.push(ttft);
+        decodes.push(t.elapsed().as_secs_f64());
     }
-    let (ttft, decode, _) = best;
+    let ttft = ttfts.iter().copied().fold(f64::MAX, f64::min);
+    let decode = decodes.iter().copied().fold(f64::MAX, f64::min);
     let report = BenchReport {
         model: r.entry.name.clone(),
         backend: format!("{:?}", a.backend).to_lowercase(),
@@ -412,6 +428,8 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         weight_bytes: m.weight_bytes(),
         cache_bytes: m.cache_bytes(ctx),
         scratch_bytes: m.scratch_bytes(),
+        prefill_tok_s_reps: ttfts.iter().map(|t| a.prompt_tokens as f64 / t).collect(),
+        decode_tok_s_reps: decodes.iter().map(|t| a.gen_tokens as f64 / t).collect(),
     };
     if std::env::var("RULLAMA_PROFILE").is_ok_and(|v| v == "kernels") {
         eprintln!("{}", rullama::gpu::kernel::kernel_profile_report());
@@ -420,7 +438,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         return json(&report);
     }
     println!(
-        "{} on {} ({}): load {:.2} s | prefill {} tok: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | GPU memory ≈ {} weights + {} cache/activations + {} scratch",
+        "{} on {} ({}): load {:.2} s | prefill {} tok: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | best of {}; medians {:.1} / {:.1} tok/s | GPU memory ≈ {} weights + {} cache/activations + {} scratch",
         report.model,
         report.device,
         report.backend,
@@ -431,6 +449,9 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         report.gen_tokens,
         report.decode_tok_s,
         report.decode_ms_per_token,
+        report.decode_tok_s_reps.len(),
+        median(&report.prefill_tok_s_reps),
+        median(&report.decode_tok_s_reps),
         bytes_h(report.weight_bytes),
         bytes_h(report.cache_bytes),
         bytes_h(report.scratch_bytes)
@@ -446,4 +467,17 @@ pub fn synth(arch: &str, preset: &str, quant: &str, out: &Path) -> Result<()> {
     rullama::synth::write(&p, out)?;
     println!("wrote {} ({})", out.display(), bytes_h(std::fs::metadata(out).map(|m| m.len()).unwrap_or(0)));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_even_and_unsorted_runs() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[7.5]), 7.5);
+        assert_eq!(median(&[]), 0.0);
+    }
 }
