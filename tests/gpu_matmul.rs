@@ -680,6 +680,90 @@ fn coop_tiles_and_chunks_match_cpu() {
     }
 }
 
+/// row_scale.wgsl against `row_scale_cpu`, bit for bit: rows whose largest magnitude spans
+/// f32's range (zeros, subnormals, 1e-37 and 1e38 at the clamps, inf), read at an offset
+/// with a stride and, as attention reads V, across a matrix (columns `width` apart).
+#[test]
+fn row_scale_matches_cpu() {
+    use rullama::gpu::matmul_coop::{CoopX, row_scale, row_scale_cpu};
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(37);
+    let tops = [0.0, 1e-41, 1e-37, 3e-9, 0.75, 1.0, 1536.0, 1.1e6, 3e30, 1e38, f32::INFINITY];
+    let cols = 300;
+    let rows: Vec<Vec<f32>> = tops
+        .iter()
+        .map(|&top| {
+            let mut r: Vec<f32> = (0..cols).map(|_| rng.random_range(-1.0f32..1.0) * top * 0.5).collect();
+            let at = rng.random_range(0..cols);
+            r[at] = if rng.random_bool(0.5) { top } else { -top };
+            r
+        })
+        .collect();
+    let want: Vec<f32> = rows.iter().map(|r| row_scale_cpu(r.iter().copied())).collect();
+    assert_eq!(want[5], 2f32.powi(13), "1.0 lands at 2^13");
+    assert_eq!(want[0], 1.0, "a row of zeros is left as it is");
+    let (off, stride) = (7, cols + 5);
+    let mut flat = vec![f32::NAN; off + rows.len() * stride];
+    // Transposed: element (r, c) at off + c * width + r.
+    let width = rows.len() + 3;
+    let mut across = vec![f32::NAN; off + cols * width];
+    for (r, row) in rows.iter().enumerate() {
+        flat[off + r * stride..off + r * stride + cols].copy_from_slice(row);
+        for (c, &v) in row.iter().enumerate() {
+            across[off + c * width + r] = v;
+        }
+    }
+    for (what, data, x_stride, col_stride) in [("rows", &flat, stride, 1), ("across", &across, 1, width)] {
+        let xb = up(&k, data);
+        let x = CoopX { buf: &xb, off, stride: x_stride, col_stride };
+        let got = run(&k, rows.len(), |b, y| row_scale(&k, b, x, cols, rows.len(), y).unwrap());
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{what}: row {r} (largest {}) scale {g} against {w}", tops[r]);
+        }
+        assert_eq!(got[rows.len()], SENTINEL, "{what}: writes past the rows");
+    }
+    let xb = up(&k, &flat);
+    let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+    let short = CoopX { buf: &xb, off, stride: stride * 2, col_stride: 1 };
+    assert!(row_scale(&k, &mut b, short, cols, rows.len(), &xb).is_err(), "rows past the buffer");
+}
+
+/// Tensor-core prefill with activations far outside f16's range and far below it (rows
+/// whose largest element is 3e7, 1e-6, 1, and ones with a single large outlier): each row
+/// matches the CPU to TOL of its own size. A fixed scale turned such rows to inf or lost
+/// the small ones' bits. Devices without tensor cores run the f32 kernel, which this
+/// does not concern.
+#[test]
+fn coop_matmul_of_large_and_small_activations() {
+    let k = kernels();
+    if !k.gpu.coop {
+        return;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    let (cols, rows) = (512, 70);
+    let tops = [3e7f32, 1e-6, 1.0, 2e5, 1e-3, 5e6, 1.0, 1e-6, 3e7, 7.0, 0.5, 1e4];
+    let n = tops.len();
+    let mut xs = Vec::new();
+    for (t, &top) in tops.iter().enumerate() {
+        let mut r = rand_vec(&mut rng, cols);
+        if t % 3 == 2 {
+            // One outlier in an ordinary row, as real activations have.
+            r[rng.random_range(0..cols)] = 4e6;
+        }
+        xs.extend(r.iter().map(|v| v * top / 2.0));
+    }
+    for ty in [GgmlType::Q4_K, GgmlType::F16, GgmlType::Q8_0] {
+        let data = random_matrix(&mut rng, ty, cols, rows);
+        let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+        let got = gpu_matmul(&k, &w, &xs, n, 0, 0);
+        let want = ops::matmul(&xs, n, &QMatrix::new(ty, cols, rows, &data).unwrap()).unwrap();
+        for t in 0..n {
+            let e = max_rel(&got[t * rows..(t + 1) * rows], &want[t * rows..(t + 1) * rows]);
+            assert!(e < TOL, "{ty}: token {t} (largest {}): rel err {e}", tops[t]);
+        }
+    }
+}
+
 /// split_f16.wgsl against `split_f16_cpu` of the CPU's dequantized rows: hi exactly (it is
 /// cut by a mask), lo to one f16 step (the GPU's f32 -> f16 rounding mode may differ), zero
 /// rows past the data, and hi + lo · 2^-11 within 2^-21 of the value (normal f16 range).
@@ -707,14 +791,15 @@ fn split_f16_matches_cpu() {
         let (r, c) = (i / cols, i % cols);
         ((r / tile) * (cols / 32) + c / 32) * (tile * 32) + (r % tile) * 32 + c % 32
     };
-    let check = |what: &str, (hi, lo): &(wgpu::Buffer, wgpu::Buffer), values: &[f32], scale: f32, padded: usize, (cols, tile): (usize, usize)| {
+    // `scale[r]`: what row r is multiplied by.
+    let check = |what: &str, (hi, lo): &(wgpu::Buffer, wgpu::Buffer), values: &[f32], scale: &[f32], padded: usize, (cols, tile): (usize, usize)| {
         let read = |buf: &wgpu::Buffer| -> Vec<f16> {
             bytemuck::cast_slice::<u8, u16>(&kernel::read_back(&k.gpu, buf, 0, (padded * 2) as u64).unwrap()).iter().map(|&h| f16::from_bits(h)).collect()
         };
         let (tiled_h, tiled_l) = (read(hi), read(lo));
         let (gh, gl): (Vec<f16>, Vec<f16>) = (0..padded).map(|i| (tiled_h[at(i, cols, tile)], tiled_l[at(i, cols, tile)])).unzip();
         for (i, v) in values.iter().enumerate() {
-            let v = v * scale;
+            let v = v * scale[i / cols];
             let (h, l) = split_f16_cpu(v);
             assert_eq!(gh[i].to_bits(), h.to_bits(), "{what} element {i}: hi of {v}");
             let step = f32::from(l).abs() * 2f32.powi(-10) + 2f32.powi(-24);
@@ -729,6 +814,9 @@ fn split_f16_matches_cpu() {
     };
     let (cols, rows, pad) = (512, 5, 8);
     let (x_cols, x_rows, x_pad) = (96, 3, 16);
+    let x_row_scales = [2f32.powi(-4), 8.0, 2f32.powi(-9)];
+    let x_rs = up(&k, &x_row_scales);
+    let x_factors: Vec<f32> = x_row_scales.iter().map(|f| f * 0.5).collect();
     for (&ty, tile) in TYPES.iter().flat_map(|ty| [(ty, 0), (ty, 4)]) {
         let (bytes, byte0, row_bytes, values) = if ty == GgmlType::F32 {
             let (bytes, values) = activations(&mut rng, rows, cols);
@@ -740,18 +828,19 @@ fn split_f16_matches_cpu() {
         };
         let src = upload_blocks(&k, "src", ty, &bytes);
         let out = parts(pad, cols);
-        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: tile, col_stride: 1 };
+        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: tile, col_stride: 1, row_scale: None };
         let (x_bytes, x_values) = activations(&mut rng, x_rows, x_cols);
         let x_src = kernel::upload(&k.gpu, "x", &x_bytes);
         let x_out = parts(x_pad, x_cols);
-        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: tile, col_stride: 1 };
+        // Each row also by its own power of two (row_scale.wgsl's), the job's scale after it.
+        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.5, hi: &x_out.0, lo: &x_out.1, tile_rows: tile, col_stride: 1, row_scale: Some(&x_rs) };
         let along = ty != GgmlType::F32;
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
         split_f16(&k, &mut b, &job, along.then_some(&x_job)).unwrap();
         b.submit().unwrap();
-        check(&format!("{ty} in tiles of {tile}"), &out, &values, 16.0, pad * cols, (cols, tile));
+        check(&format!("{ty} in tiles of {tile}"), &out, &values, &[16.0; 5], pad * cols, (cols, tile));
         if along {
-            check(&format!("f32 along {ty} in tiles of {tile}"), &x_out, &x_values, 0.0625, x_pad * x_cols, (x_cols, tile));
+            check(&format!("f32 along {ty} in tiles of {tile}"), &x_out, &x_values, &x_factors, x_pad * x_cols, (x_cols, tile));
         }
     }
     // The second job reading a matrix across (its columns `col_stride` apart, as attention
@@ -763,19 +852,20 @@ fn split_f16_matches_cpu() {
     assert!(m.len() >= 8 + x_cols * width);
     let x_src = kernel::upload(&k.gpu, "x", &m_bytes);
     let x_out = parts(x_pad, x_cols);
-    let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: 4, col_stride: width };
+    let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: 4, col_stride: width, row_scale: None };
     let data = random_matrix(&mut rng, GgmlType::Q8_0, cols, rows);
     let src = upload_blocks(&k, "src", GgmlType::Q8_0, &data);
     let out = parts(pad, cols);
-    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes: cols / 32 * 34, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: 4, col_stride: 1 };
+    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes: cols / 32 * 34, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: 4, col_stride: 1, row_scale: None };
     let mut b = Batch::new(Arc::clone(&k.gpu), 4);
     split_f16(&k, &mut b, &job, Some(&x_job)).unwrap();
     b.submit().unwrap();
-    check("f32 read across", &x_out, &x_values, 0.0625, x_pad * x_cols, (x_cols, 4));
-    // The first job reads whole rows only.
-    let across = SplitJob { col_stride: 2, ..job };
-    let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-    assert!(split_f16(&k, &mut b, &across, None).is_err());
+    check("f32 read across", &x_out, &x_values, &[0.0625; 3], x_pad * x_cols, (x_cols, 4));
+    // The first job reads whole rows only, all scaled alike.
+    for bad in [SplitJob { col_stride: 2, ..job }, SplitJob { row_scale: Some(&x_rs), ..job }] {
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        assert!(split_f16(&k, &mut b, &bad, None).is_err());
+    }
 }
 
 /// split_k_sum.wgsl against its CPU twin: the same adds in the same order, so equal to the

@@ -1,7 +1,8 @@
 // Matrix multiply on cooperative matrices (tensor cores) for prefill:
 // y[t, r] = Σ_c w[r, c] · x[t, c], from x and w already split into f16 hi and lo parts by
-// split_f16.wgsl (x scaled by 2^-4, w by 2^4: the product is unchanged, |x| up to ~1e6
-// stays inside f16's range and small weights out of its subnormals).
+// split_f16.wgsl: x row t scaled by xf[t] (a power of two that brings its largest element
+// to [2^13, 2^14), row_scale.wgsl), w by w_scale (2^4, which keeps small weights out of
+// f16's subnormals); both are divided out of each result, exactly.
 // Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, BM, BN, FR).
 //
 // f32 accuracy from f16 inputs: hi·hi goes to one accumulator and lo·hi + hi·lo to
@@ -45,6 +46,7 @@ struct Params {
     y2_off: u32,
     y3_off: u32,
     y_row_stride: u32, // y elements between rows r and r + 1 (1 but for a transposed y)
+    w_scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -55,6 +57,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y2: array<f32>;
 @group(0) @binding(7) var<storage, read_write> y3: array<f32>;
+@group(0) @binding(8) var<storage, read> xf: array<f32>;
 
 const SGM: u32 = BM / 32u;        // subgroups along tokens
 const SGN: u32 = BN / (16u * FR); // subgroups along rows
@@ -235,7 +238,9 @@ fn main(
             let t = t0 + (f / FR) * 16u + q / 16u;
             let r = r0 + (f % FR) * 16u + q % 16u;
             if (t < p.n && r < p.rows) {
-                let v = out_s[slot + q];
+                // 1 / (w_scale · xf[t]) exactly: for a power of two, the reciprocal's
+                // exponent field is 254 less its own (a device's division may round).
+                let v = out_s[slot + q] * bitcast<f32>((254u << 23u) - bitcast<u32>(p.w_scale * xf[t]));
                 let R = p.row0 + r;
                 if (R < p.route_a) {
                     y[p.y_off + split * p.split_stride + t * p.y_stride + R * p.y_row_stride] = v;

@@ -9,7 +9,8 @@
 // then one contiguous read instead of tile_rows 64-byte pieces a row apart (H100: E2B
 // prefill +2% for the weights, +2.7% more for x).
 // A second job may ride along: rows of f32 activations (x of the same matmul; columns
-// `x_col_stride` apart, so a matrix can be read transposed) split the same way into their
+// `x_col_stride` apart, so a matrix can be read transposed; each row also multiplied by
+// its own factor `xf[r]` with x_row_scale, row_scale.wgsl's) split the same way into their
 // own buffers, by the invocations past the first job's, so a
 // tensor-core matmul needs one split dispatch rather than two (each dependent dispatch
 // costs a few µs of barrier and launch).
@@ -35,6 +36,7 @@ struct Params {
     x_stride: u32,
     x_total: u32,
     x_scale: f32,
+    x_row_scale: u32, // whether x rows are multiplied by xf
     tile_rows: u32,  // 0: row-major; else the layout above (cols8 a multiple of 4)
     x_tile_rows: u32,
     x_col_stride: u32, // elements of `x` between a row's columns (1 but for a transposed read)
@@ -57,6 +59,7 @@ fn tiled(i: u32, cols8: u32, t: u32) -> u32 {
 @group(0) @binding(4) var<storage, read> x: array<f32>;
 @group(0) @binding(5) var<storage, read_write> x_hi: array<vec4<u32>>;
 @group(0) @binding(6) var<storage, read_write> x_lo: array<vec4<u32>>;
+@group(0) @binding(7) var<storage, read> xf: array<f32>;
 
 const LS: f32 = 2048.0;
 
@@ -83,8 +86,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (r < p.x_rows) {
             let cs = p.x_col_stride;
             let e = p.x_off + r * p.x_stride + 8u * (j % p.x_cols8) * cs;
-            a = vec4<f32>(x[e], x[e + cs], x[e + 2u * cs], x[e + 3u * cs]) * p.x_scale;
-            b = vec4<f32>(x[e + 4u * cs], x[e + 5u * cs], x[e + 6u * cs], x[e + 7u * cs]) * p.x_scale;
+            var f = p.x_scale;
+            if (p.x_row_scale != 0u) {
+                f *= xf[r];
+            }
+            a = vec4<f32>(x[e], x[e + cs], x[e + 2u * cs], x[e + 3u * cs]) * f;
+            b = vec4<f32>(x[e + 4u * cs], x[e + 5u * cs], x[e + 6u * cs], x[e + 7u * cs]) * f;
         }
     }
     let pa = hi_lo(a);

@@ -2,12 +2,14 @@
 //! into f16 hi and lo parts (`shaders/matmul/split_f16.wgsl`), then multiplied three
 //! products per result (`shaders/matmul/matmul_coop.wgsl`) for f32 accuracy. Splitting
 //! once per matmul keeps dequantization and conversion out of the product kernel's loop,
-//! which then only loads fragments and multiplies. CPU twins: `split_f16_cpu`, and
-//! `cpu::ops::matmul` for the product (tests/gpu_matmul.rs).
+//! which then only loads fragments and multiplies. Each x row is scaled by a power of two
+//! of its own first (`shaders/matmul/row_scale.wgsl`), so activations of any size fit f16.
+//! CPU twins: `row_scale_cpu`, `split_f16_cpu`, and `cpu::ops::matmul` for the product
+//! (tests/gpu_matmul.rs).
 
 use super::kernel::{Access, Batch, KernelSource, Kernels};
 use super::weights::GpuMatrix;
-use super::{compose, grid_1d, launch, shaders, u32_of};
+use super::{check_fits, compose, grid_1d, launch, shaders, u32_of};
 use crate::gguf::GgmlType;
 use crate::{Error, Result};
 
@@ -65,8 +67,8 @@ fn tile_for(k: &Kernels, rows: usize, n: usize, routed: bool) -> CoopTile {
 /// Columns must be a multiple of this (the kernel steps 16 at a time; 32 keeps rows of
 /// f16 pairs whole).
 pub(crate) const COLS_MULTIPLE: usize = 32;
-/// x is scaled by 2^-4 and w by 2^4 before the split (see split_f16.wgsl).
-const XS: f32 = 0.0625;
+/// w is scaled by 2^4 before the split, so small weights stay out of f16's subnormals
+/// (x by its rows' own scales, `row_scale`); the product divides both out.
 const WS: f32 = 16.0;
 /// Largest split weight chunk (each of hi and lo), bounded further by the binding limit.
 const SPLIT_MAX_BYTES: u64 = 64 << 20;
@@ -87,6 +89,8 @@ struct SplitParams {
     x_stride: u32,
     x_total: u32,
     x_scale: f32,
+    /// Whether x rows are also multiplied by their scales (`SplitJob::row_scale`).
+    x_row_scale: u32,
     tile_rows: u32,
     x_tile_rows: u32,
     x_col_stride: u32,
@@ -112,6 +116,8 @@ struct CoopParams {
     y2_off: u32,
     y3_off: u32,
     y_row_stride: u32,
+    /// The products are divided by this and by their x row's scale.
+    w_scale: f32,
 }
 
 /// Where a tensor-core matmul writes: y rows of `y_stride` from `y_off` (see `matmul_coop`),
@@ -172,7 +178,7 @@ pub fn split_k_sum_cpu(part: &[f32], splits: usize, n: usize, rows: usize) -> Ve
 /// Record split_k_sum.wgsl: `y[y_off + t · y_stride + row0 + r] = Σ_s part[s][t][r]`.
 #[allow(clippy::too_many_arguments)]
 pub fn split_k_sum(k: &Kernels, b: &mut Batch, part: &wgpu::Buffer, (splits, n, rows): (usize, usize, usize), y: &wgpu::Buffer, (y_off, y_stride, row0): (usize, usize, usize)) -> Result<()> {
-    super::check_fits("split_k_sum", &[(part, splits * n * rows), (y, y_off + n.saturating_sub(1) * y_stride + row0 + rows)])?;
+    check_fits("split_k_sum", &[(part, splits * n * rows), (y, y_off + n.saturating_sub(1) * y_stride + row0 + rows)])?;
     if row0 + rows > y_stride {
         return Err(Error::Input(format!("split_k_sum: rows {row0}..{} past the y row of {y_stride}", row0 + rows)));
     }
@@ -217,6 +223,9 @@ pub struct SplitJob<'a> {
     /// Elements between a row's columns: 1, or more for f32 rows read across a matrix
     /// (the second job only).
     pub col_stride: usize,
+    /// One factor per row (f32) that multiplies it besides `scale` (`row_scale`'s; the
+    /// second job only).
+    pub row_scale: Option<&'a wgpu::Buffer>,
 }
 
 impl SplitJob<'_> {
@@ -240,8 +249,8 @@ impl SplitJob<'_> {
 /// offsets and strides) when given.
 pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob>) -> Result<()> {
     let total = job.groups()?;
-    if job.col_stride != 1 {
-        return Err(Error::Input("split_f16: the first job reads whole rows".into()));
+    if job.col_stride != 1 || job.row_scale.is_some() {
+        return Err(Error::Input("split_f16: the first job reads whole rows, scaled alike".into()));
     }
     let x_total = match x {
         None => 0,
@@ -266,11 +275,15 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         x_stride: u32_of(x.map_or(0, |x| x.row_bytes / 4), "split_f16 row stride")?,
         x_total: u32_of(x_total, "split_f16 size")?,
         x_scale: x.map_or(1.0, |x| x.scale),
+        x_row_scale: x.is_some_and(|x| x.row_scale.is_some()) as u32,
         tile_rows: u32_of(job.tile_rows, "split_f16 tile rows")?,
         x_tile_rows: u32_of(x.map_or(0, |x| x.tile_rows), "split_f16 tile rows")?,
         x_col_stride: u32_of(x.map_or(1, |x| x.col_stride), "split_f16 column stride")?,
     };
     u32_of(total + x_total, "split_f16 size")?;
+    if let Some(x) = x {
+        check_fits("split_f16 row scales", &[(x.row_scale.unwrap_or(&k.dummy), x.row_scale.map_or(0, |_| x.rows))])?;
+    }
     let none;
     let (xs, xh, xl) = match x {
         Some(x) => (x.src, x.hi, x.lo),
@@ -280,9 +293,48 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
             (&none[0], &none[1], &none[2])
         }
     };
+    let xf = x.and_then(|x| x.row_scale).unwrap_or(&k.dummy);
     let name = format!("split_f16/{}", job.ty);
-    let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite];
-    launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl], (total + x_total).div_ceil(256), |gx| SplitParams { groups_x: gx, ..p })
+    let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read];
+    launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl, xf], (total + x_total).div_ceil(256), |gx| SplitParams { groups_x: gx, ..p })
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct RowScaleParams {
+    cols: u32,
+    rows: u32,
+    off: u32,
+    stride: u32,
+    col_stride: u32,
+    groups_x: u32,
+}
+
+/// What row_scale.wgsl writes for a row: 2^(13 - e), e the exponent of its largest
+/// magnitude (1 for a row of zeros and subnormals; the exponent clamped to ±100).
+pub fn row_scale_cpu(row: impl IntoIterator<Item = f32>) -> f32 {
+    let m = row.into_iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let e = ((m.to_bits() >> 23) & 0xFF) as i32 - 127;
+    let s = if m < f32::MIN_POSITIVE { 0 } else { (13 - e).clamp(-100, 100) };
+    f32::from_bits(((s + 127) as u32) << 23)
+}
+
+/// Record row_scale.wgsl: one f32 per row of `x` (`rows` rows of `cols`) into `out`.
+pub fn row_scale(k: &Kernels, b: &mut Batch, x: CoopX, cols: usize, rows: usize, out: &wgpu::Buffer) -> Result<()> {
+    let last = x.off + rows.saturating_sub(1) * x.stride + cols.saturating_sub(1) * x.col_stride;
+    check_fits("row_scale", &[(x.buf, last + 1), (out, rows)])?;
+    let p = RowScaleParams {
+        cols: u32_of(cols, "row_scale columns")?,
+        rows: u32_of(rows, "row_scale rows")?,
+        off: u32_of(x.off, "row_scale offset")?,
+        stride: u32_of(x.stride, "row_scale stride")?,
+        col_stride: u32_of(x.col_stride, "row_scale column stride")?,
+        groups_x: 0,
+    };
+    u32_of(last, "row_scale extent")?;
+    let (red, tag) = super::reduce(k);
+    let name = format!("row_scale{tag}");
+    launch(k, b, &name, &[red[0], red[1], shaders::ROW_SCALE], &[Access::Read, Access::ReadWrite], &[x.buf, out], rows, |gx| RowScaleParams { groups_x: gx, ..p })
 }
 
 /// Whether the tensor-core matmul takes a matrix of `cols` columns on `k`.
@@ -300,18 +352,28 @@ fn product_kernel(k: &Kernels, tile: CoopTile) -> Result<std::sync::Arc<super::k
         name: name.clone(),
         code: tile.source(),
         entry: "main",
-        buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
+        buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read],
     })
 }
 
 /// x of `matmul_coop_f32`: rows of f32 from element `off`, `stride` apart, their columns
 /// `col_stride` apart.
 #[derive(Clone, Copy)]
-pub(crate) struct CoopX<'a> {
+pub struct CoopX<'a> {
     pub buf: &'a wgpu::Buffer,
     pub off: usize,
     pub stride: usize,
     pub col_stride: usize,
+}
+
+/// x's split parts (hi, lo: `n_pad` rows of `cols` f16) and its rows' scales, recorded
+/// into `b` (row_scale.wgsl) ahead of the split that reads them.
+fn x_scratch(k: &Kernels, b: &mut Batch, x: CoopX, cols: usize, n: usize, n_pad: usize) -> Result<(wgpu::Buffer, wgpu::Buffer, wgpu::Buffer)> {
+    let x_bytes = (n_pad * cols * 2) as u64;
+    let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
+    let xf = k.scratch("matmul_coop/x_scale", (n_pad * 4) as u64);
+    row_scale(k, b, x, cols, n, &xf)?;
+    Ok((xh, xl, xf))
 }
 
 /// `y[y_off + t · y_stride + r · y_row_stride] = Σ_c w[r, c] · x[t, c]` on tensor cores for
@@ -327,10 +389,10 @@ pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wg
     if w_bytes.max(x_bytes) > k.gpu.max_binding() {
         return Err(Error::Input(format!("matmul_coop_f32: {rows} x {cols} by {n} rows is past one binding")));
     }
-    let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
+    let (xh, xl, xf) = x_scratch(k, b, x, cols, n, n_pad)?;
     let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-    let x_job = SplitJob { src: x.buf, ty: GgmlType::F32, byte0: x.off * 4, row_bytes: x.stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl, tile_rows: tile.bm, col_stride: x.col_stride };
-    let w_job = SplitJob { src: w, ty: GgmlType::F32, byte0: w_off * 4, row_bytes: cols * 4, cols, rows, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: tile.bn, col_stride: 1 };
+    let x_job = SplitJob { src: x.buf, ty: GgmlType::F32, byte0: x.off * 4, row_bytes: x.stride * 4, cols, rows: n, rows_pad: n_pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: tile.bm, col_stride: x.col_stride, row_scale: Some(&xf) };
+    let w_job = SplitJob { src: w, ty: GgmlType::F32, byte0: w_off * 4, row_bytes: cols * 4, cols, rows, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: tile.bn, col_stride: 1, row_scale: None };
     split_f16(k, b, &w_job, Some(&x_job))?;
     let tiles = (rp / tile.bn) * (n_pad / tile.bm);
     let (grid, groups_x) = grid_1d(tiles, k.gpu.limits.max_compute_workgroups_per_dimension);
@@ -348,10 +410,11 @@ pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wg
         route_b: u32::MAX,
         route_end: rows as u32,
         y_row_stride: u32_of(y_row_stride, "matmul output row stride")?,
+        w_scale: WS,
         ..Default::default()
     };
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
-    b.dispatch(&product_kernel(k, tile)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3], &p, grid)
+    b.dispatch(&product_kernel(k, tile)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &xf], &p, grid)
 }
 
 /// `y[t, r] = Σ_c w[first + r, c] · x[t, c]` on tensor cores for the rows `range` =
@@ -379,9 +442,9 @@ pub(crate) fn matmul_coop(
     let (bm, bn) = (tile.bm, tile.bn);
     let cols = w.cols;
     let n_pad = n.div_ceil(bm) * bm;
-    let x_bytes = (n_pad * cols * 2) as u64;
-    let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
-    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: XS, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1 };
+    let xc = CoopX { buf: x, off: x_off, stride: x_stride, col_stride: 1 };
+    let (xh, xl, xf) = x_scratch(k, b, xc, cols, n, n_pad)?;
+    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&xf) };
     // x is split by the first weight chunk's dispatch.
     let mut x_pending = Some(x_job);
 
@@ -414,7 +477,7 @@ pub(crate) fn matmul_coop(
             let rp = rc.div_ceil(bn) * bn;
             let w_bytes = (rp * cols * 2) as u64;
             let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1 };
+            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1, row_scale: None };
             split_f16(k, b, &w_job, x_pending.take().as_ref())?;
             let tiles = (rp / bn) * (n_pad / bm);
             let (mut splits, mut split_cols) = split_k_plan(tiles, cols);
@@ -441,14 +504,15 @@ pub(crate) fn matmul_coop(
                 y2_off: u32_of(y2.1, "matmul output offset")?,
                 y3_off: u32_of(y3.1, "matmul output offset")?,
                 y_row_stride: 1,
+                w_scale: WS,
             };
             if splits == 1 {
-                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, y2.0, y3.0], &p, grid)?;
+                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, y2.0, y3.0, &xf], &p, grid)?;
             } else {
                 // Partials [split][token][row] in scratch, then their sum into y.
                 let part = k.scratch("matmul_coop/partials", (splits * n * rc * 4) as u64);
                 (p.y_off, p.y_stride, p.row0, p.split_stride) = (0, rc as u32, 0, (n * rc) as u32);
-                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, &part, y2.0, y3.0], &p, grid)?;
+                b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, &part, y2.0, y3.0, &xf], &p, grid)?;
                 split_k_sum(k, b, &part, (splits, n, rc), y, (y_off, y_stride, out0 + c0))?;
             }
             c0 += rc;
