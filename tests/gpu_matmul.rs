@@ -680,16 +680,17 @@ fn coop_tiles_and_chunks_match_cpu() {
     }
 }
 
-/// row_scale.wgsl against `row_scale_cpu`, bit for bit: rows whose largest magnitude spans
-/// f32's range (zeros, subnormals, 1e-37 and 1e38 at the clamps, inf), read at an offset
-/// with a stride and, as attention reads V, across a matrix (columns `width` apart).
+/// The x rows' scales split_f16.wgsl writes, against `row_scale_cpu` bit for bit: rows
+/// whose largest magnitude spans f32's range (zeros, subnormals, 1e-37 and 1e38 at the
+/// clamps, inf), read at an offset with a stride and, as attention reads V, across a
+/// matrix (columns `width` apart); padding rows are left alone.
 #[test]
-fn row_scale_matches_cpu() {
-    use rullama::gpu::matmul_coop::{CoopX, row_scale, row_scale_cpu};
+fn split_row_scales_match_cpu() {
+    use rullama::gpu::matmul_coop::{SplitJob, row_scale_cpu, split_f16};
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(37);
     let tops = [0.0, 1e-41, 1e-37, 3e-9, 0.75, 1.0, 1536.0, 1.1e6, 3e30, 1e38, f32::INFINITY];
-    let cols = 300;
+    let (cols, n, pad) = (320, tops.len(), 16);
     let rows: Vec<Vec<f32>> = tops
         .iter()
         .map(|&top| {
@@ -703,9 +704,9 @@ fn row_scale_matches_cpu() {
     assert_eq!(want[5], 2f32.powi(13), "1.0 lands at 2^13");
     assert_eq!(want[0], 1.0, "a row of zeros is left as it is");
     let (off, stride) = (7, cols + 5);
-    let mut flat = vec![f32::NAN; off + rows.len() * stride];
+    let mut flat = vec![f32::NAN; off + n * stride];
     // Transposed: element (r, c) at off + c * width + r.
-    let width = rows.len() + 3;
+    let width = n + 3;
     let mut across = vec![f32::NAN; off + cols * width];
     for (r, row) in rows.iter().enumerate() {
         flat[off + r * stride..off + r * stride + cols].copy_from_slice(row);
@@ -713,19 +714,23 @@ fn row_scale_matches_cpu() {
             across[off + c * width + r] = v;
         }
     }
-    for (what, data, x_stride, col_stride) in [("rows", &flat, stride, 1), ("across", &across, 1, width)] {
+    // A one-row weight job for the x job to ride along.
+    let data = random_matrix(&mut rng, GgmlType::Q8_0, 32, 1);
+    let src = upload_blocks(&k, "src", GgmlType::Q8_0, &data);
+    let w_parts = (kernel::storage(&k.gpu, "hi", 64), kernel::storage(&k.gpu, "lo", 64));
+    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes: 34, cols: 32, rows: 1, rows_pad: 1, scale: 16.0, hi: &w_parts.0, lo: &w_parts.1, tile_rows: 0, col_stride: 1, row_scale: None };
+    for (what, data, row_bytes, col_stride) in [("rows", &flat, stride * 4, 1), ("across", &across, 4, width)] {
         let xb = up(&k, data);
-        let x = CoopX { buf: &xb, off, stride: x_stride, col_stride };
-        let got = run(&k, rows.len(), |b, y| row_scale(&k, b, x, cols, rows.len(), y).unwrap());
+        let (xh, xl) = (kernel::storage(&k.gpu, "x_hi", (pad * cols * 2) as u64), kernel::storage(&k.gpu, "x_lo", (pad * cols * 2) as u64));
+        let got = run(&k, pad, |b, xf| {
+            let x_job = SplitJob { src: &xb, ty: GgmlType::F32, byte0: off * 4, row_bytes, cols, rows: n, rows_pad: pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: 16, col_stride, row_scale: Some(xf) };
+            split_f16(&k, b, &job, Some(&x_job)).unwrap()
+        });
         for (r, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g.to_bits(), w.to_bits(), "{what}: row {r} (largest {}) scale {g} against {w}", tops[r]);
         }
-        assert_eq!(got[rows.len()], SENTINEL, "{what}: writes past the rows");
+        assert!(got[n..].iter().all(|&v| v == SENTINEL), "{what}: scales written past the rows");
     }
-    let xb = up(&k, &flat);
-    let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-    let short = CoopX { buf: &xb, off, stride: stride * 2, col_stride: 1 };
-    assert!(row_scale(&k, &mut b, short, cols, rows.len(), &xb).is_err(), "rows past the buffer");
 }
 
 /// Tensor-core prefill with activations far outside f16's range and far below it (rows
@@ -772,7 +777,7 @@ fn coop_matmul_of_large_and_small_activations() {
 /// type is split row-major and in tiles of 4 rows (the product kernel's layout).
 #[test]
 fn split_f16_matches_cpu() {
-    use rullama::gpu::matmul_coop::{SplitJob, split_f16, split_f16_cpu};
+    use rullama::gpu::matmul_coop::{SplitJob, row_scale_cpu, split_f16, split_f16_cpu};
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(29);
     // Rows of f32 at element 8 with a stride of cols + 12: (bytes, values).
@@ -814,9 +819,7 @@ fn split_f16_matches_cpu() {
     };
     let (cols, rows, pad) = (512, 5, 8);
     let (x_cols, x_rows, x_pad) = (96, 3, 16);
-    let x_row_scales = [2f32.powi(-4), 8.0, 2f32.powi(-9)];
-    let x_rs = up(&k, &x_row_scales);
-    let x_factors: Vec<f32> = x_row_scales.iter().map(|f| f * 0.5).collect();
+    let x_rs = up(&k, &[SENTINEL; 3]);
     for (&ty, tile) in TYPES.iter().flat_map(|ty| [(ty, 0), (ty, 4)]) {
         let (bytes, byte0, row_bytes, values) = if ty == GgmlType::F32 {
             let (bytes, values) = activations(&mut rng, rows, cols);
@@ -832,7 +835,7 @@ fn split_f16_matches_cpu() {
         let (x_bytes, x_values) = activations(&mut rng, x_rows, x_cols);
         let x_src = kernel::upload(&k.gpu, "x", &x_bytes);
         let x_out = parts(x_pad, x_cols);
-        // Each row also by its own power of two (row_scale.wgsl's), the job's scale after it.
+        // Each row also by its own power of two (row_scale_cpu's), the job's scale after it.
         let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.5, hi: &x_out.0, lo: &x_out.1, tile_rows: tile, col_stride: 1, row_scale: Some(&x_rs) };
         let along = ty != GgmlType::F32;
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
@@ -840,7 +843,9 @@ fn split_f16_matches_cpu() {
         b.submit().unwrap();
         check(&format!("{ty} in tiles of {tile}"), &out, &values, &[16.0; 5], pad * cols, (cols, tile));
         if along {
-            check(&format!("f32 along {ty} in tiles of {tile}"), &x_out, &x_values, &x_factors, x_pad * x_cols, (x_cols, tile));
+            let factors: Vec<f32> = x_values.chunks(x_cols).map(|r| row_scale_cpu(r.iter().copied()) * 0.5).collect();
+            assert_eq!(kernel::read_f32(&k.gpu, &x_rs, 0, x_rows).unwrap(), &factors.iter().map(|f| f * 2.0).collect::<Vec<f32>>()[..], "row scales");
+            check(&format!("f32 along {ty} in tiles of {tile}"), &x_out, &x_values, &factors, x_pad * x_cols, (x_cols, tile));
         }
     }
     // The second job reading a matrix across (its columns `col_stride` apart, as attention

@@ -9,12 +9,22 @@
 // then one contiguous read instead of tile_rows 64-byte pieces a row apart (H100: E2B
 // prefill +2% for the weights, +2.7% more for x).
 // A second job may ride along: rows of f32 activations (x of the same matmul; columns
-// `x_col_stride` apart, so a matrix can be read transposed; each row also multiplied by
-// its own factor `xf[r]` with x_row_scale, row_scale.wgsl's) split the same way into their
-// own buffers, by the invocations past the first job's, so a
-// tensor-core matmul needs one split dispatch rather than two (each dependent dispatch
-// costs a few µs of barrier and launch).
-// CPU twin: `gpu::matmul_coop::split_f16_cpu`.
+// `x_col_stride` apart, so a matrix can be read transposed) split the same way into their
+// own buffers, one workgroup a row after the first job's, so a tensor-core matmul needs
+// one split dispatch rather than two (each dependent dispatch costs a few µs of barrier
+// and launch; a dispatch of its own for the row scales below cost E2B / 270M prefill 6%
+// / 11% on the H100).
+// With x_row_scale, each x row is also multiplied by a power of two of its own, written to
+// xf[r] for the product to divide out: f = 2^(13 - e), e = floor(log2(max_c |x[r, c]|)),
+// which brings the row's largest element to [2^13, 2^14). Every part then stays inside
+// f16's range (lo is below twice the value: 2^15) whatever the activations' size, and
+// rows of small values keep all their bits; a power of two costs no accuracy. A fixed
+// 2^-4 overflowed f16 from |x| ≈ 5e5: Gemma 4 E2B's per-layer projection reads values
+// past 1e6 in a random-weight model, which turned every logit to inf on tensor cores.
+// Rows of zeros (or subnormals) take 1; the exponent is clamped to ±100 so f stays a
+// normal f32, and inf or NaN pass through as they would in f32.
+// Composed after a workgroup reduction (common/reduce*.wgsl). CPU twins:
+// `gpu::matmul_coop::split_f16_cpu`, `row_scale_cpu`.
 //
 // hi is v · scale with its significand cut to f16's 10 bits by a mask (exact in f16), 0
 // below f16's smallest normal; lo = f16((v · scale - hi) · 2^11), scaled up to stay clear
@@ -34,9 +44,9 @@ struct Params {
     x_rows: u32,
     x_off: u32,
     x_stride: u32,
-    x_total: u32,
+    x_rows_pad: u32, // x rows to write (a workgroup each), zeros from x_rows
     x_scale: f32,
-    x_row_scale: u32, // whether x rows are multiplied by xf
+    x_row_scale: u32, // whether x rows are scaled by their own powers of two (into xf)
     tile_rows: u32,  // 0: row-major; else the layout above (cols8 a multiple of 4)
     x_tile_rows: u32,
     x_col_stride: u32, // elements of `x` between a row's columns (1 but for a transposed read)
@@ -59,53 +69,77 @@ fn tiled(i: u32, cols8: u32, t: u32) -> u32 {
 @group(0) @binding(4) var<storage, read> x: array<f32>;
 @group(0) @binding(5) var<storage, read_write> x_hi: array<vec4<u32>>;
 @group(0) @binding(6) var<storage, read_write> x_lo: array<vec4<u32>>;
-@group(0) @binding(7) var<storage, read> xf: array<f32>;
+@group(0) @binding(7) var<storage, read_write> xf: array<f32>;
 
 const LS: f32 = 2048.0;
+const WG: u32 = 256u;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = (wg.x + wg.y * p.groups_x) * 256u + lid;
-    // Invocations from p.total take the f32 job's group j.
-    let x_job = i >= p.total;
-    let j = i - p.total;
-    if (x_job && j >= p.x_total) {
+    let g = wg.x + wg.y * p.groups_x;
+    // Workgroups past the first job's take an x row each.
+    let w_groups = (p.total + WG - 1u) / WG;
+    if (g < w_groups) {
+        weight_group(g * WG + lid);
+    } else if (g - w_groups < p.x_rows_pad) {
+        x_row(g - w_groups, lid);
+    }
+}
+
+fn weight_group(i: u32) {
+    if (i >= p.total) {
         return;
     }
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
-    if (!x_job) {
-        let r = i / p.cols8;
-        let c4 = 2u * (i % p.cols8);
-        if (r < p.rows) {
-            a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
-            b = dq4(p.byte0 + r * p.row_bytes, c4 + 1u) * p.scale;
-        }
-    } else {
-        let r = j / p.x_cols8;
-        if (r < p.x_rows) {
-            let cs = p.x_col_stride;
-            let e = p.x_off + r * p.x_stride + 8u * (j % p.x_cols8) * cs;
-            var f = p.x_scale;
-            if (p.x_row_scale != 0u) {
-                f *= xf[r];
+    let r = i / p.cols8;
+    let c4 = 2u * (i % p.cols8);
+    if (r < p.rows) {
+        a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
+        b = dq4(p.byte0 + r * p.row_bytes, c4 + 1u) * p.scale;
+    }
+    let o = tiled(i, p.cols8, p.tile_rows);
+    let pa = hi_lo(a);
+    let pb = hi_lo(b);
+    hi[o] = vec4<u32>(pa.xy, pb.xy);
+    lo[o] = vec4<u32>(pa.zw, pb.zw);
+}
+
+// x row r: its scale (a workgroup maximum), then its 8-element groups.
+fn x_row(r: u32, lid: u32) {
+    let cs = p.x_col_stride;
+    let base = p.x_off + r * p.x_stride;
+    let real = r < p.x_rows;
+    var f = p.x_scale;
+    if (p.x_row_scale != 0u) {
+        var m = 0.0;
+        if (real) {
+            for (var c = lid; c < 8u * p.x_cols8; c += WG) {
+                m = max(m, abs(x[base + c * cs]));
             }
+        }
+        m = wg_max(m, lid);
+        let e = i32((bitcast<u32>(m) >> 23u) & 0xFFu) - 127;
+        let s = select(clamp(13 - e, -100, 100), 0, m < 1.17549435e-38);
+        let rf = bitcast<f32>(u32(s + 127) << 23u);
+        if (lid == 0u && real) {
+            xf[r] = rf;
+        }
+        f *= rf;
+    }
+    for (var c8 = lid; c8 < p.x_cols8; c8 += WG) {
+        var a = vec4<f32>(0.0);
+        var b = vec4<f32>(0.0);
+        if (real) {
+            let e = base + 8u * c8 * cs;
             a = vec4<f32>(x[e], x[e + cs], x[e + 2u * cs], x[e + 3u * cs]) * f;
             b = vec4<f32>(x[e + 4u * cs], x[e + 5u * cs], x[e + 6u * cs], x[e + 7u * cs]) * f;
         }
-    }
-    let pa = hi_lo(a);
-    let pb = hi_lo(b);
-    let h = vec4<u32>(pa.xy, pb.xy);
-    let l = vec4<u32>(pa.zw, pb.zw);
-    if (x_job) {
-        let o = tiled(j, p.x_cols8, p.x_tile_rows);
-        x_hi[o] = h;
-        x_lo[o] = l;
-    } else {
-        let o = tiled(i, p.cols8, p.tile_rows);
-        hi[o] = h;
-        lo[o] = l;
+        let o = tiled(r * p.x_cols8 + c8, p.x_cols8, p.x_tile_rows);
+        let pa = hi_lo(a);
+        let pb = hi_lo(b);
+        x_hi[o] = vec4<u32>(pa.xy, pb.xy);
+        x_lo[o] = vec4<u32>(pa.zw, pb.zw);
     }
 }
 

@@ -2,10 +2,9 @@
 //! into f16 hi and lo parts (`shaders/matmul/split_f16.wgsl`), then multiplied three
 //! products per result (`shaders/matmul/matmul_coop.wgsl`) for f32 accuracy. Splitting
 //! once per matmul keeps dequantization and conversion out of the product kernel's loop,
-//! which then only loads fragments and multiplies. Each x row is scaled by a power of two
-//! of its own first (`shaders/matmul/row_scale.wgsl`), so activations of any size fit f16.
-//! CPU twins: `row_scale_cpu`, `split_f16_cpu`, and `cpu::ops::matmul` for the product
-//! (tests/gpu_matmul.rs).
+//! which then only loads fragments and multiplies. The split scales each x row by a power
+//! of two of its own, so activations of any size fit f16. CPU twins: `row_scale_cpu`,
+//! `split_f16_cpu`, and `cpu::ops::matmul` for the product (tests/gpu_matmul.rs).
 
 use super::kernel::{Access, Batch, KernelSource, Kernels};
 use super::weights::GpuMatrix;
@@ -68,7 +67,7 @@ fn tile_for(k: &Kernels, rows: usize, n: usize, routed: bool) -> CoopTile {
 /// f16 pairs whole).
 pub(crate) const COLS_MULTIPLE: usize = 32;
 /// w is scaled by 2^4 before the split, so small weights stay out of f16's subnormals
-/// (x by its rows' own scales, `row_scale`); the product divides both out.
+/// (x by its rows' own scales, `row_scale_cpu`); the product divides both out.
 const WS: f32 = 16.0;
 /// Largest split weight chunk (each of hi and lo), bounded further by the binding limit.
 const SPLIT_MAX_BYTES: u64 = 64 << 20;
@@ -87,7 +86,7 @@ struct SplitParams {
     x_rows: u32,
     x_off: u32,
     x_stride: u32,
-    x_total: u32,
+    x_rows_pad: u32,
     x_scale: f32,
     /// Whether x rows are also multiplied by their scales (`SplitJob::row_scale`).
     x_row_scale: u32,
@@ -223,8 +222,8 @@ pub struct SplitJob<'a> {
     /// Elements between a row's columns: 1, or more for f32 rows read across a matrix
     /// (the second job only).
     pub col_stride: usize,
-    /// One factor per row (f32) that multiplies it besides `scale` (`row_scale`'s; the
-    /// second job only).
+    /// Where the split writes the power of two it scales each row by besides `scale`
+    /// (`row_scale_cpu`; f32 per row; the second job only). None: `scale` alone.
     pub row_scale: Option<&'a wgpu::Buffer>,
 }
 
@@ -252,15 +251,16 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
     if job.col_stride != 1 || job.row_scale.is_some() {
         return Err(Error::Input("split_f16: the first job reads whole rows, scaled alike".into()));
     }
-    let x_total = match x {
+    let x_rows_pad = match x {
         None => 0,
         Some(x) if x.ty != GgmlType::F32 || !x.byte0.is_multiple_of(4) || !x.row_bytes.is_multiple_of(4) => {
             return Err(Error::Input("split_f16: the second job takes f32 rows at 4-byte offsets".into()));
         }
-        Some(x) => x.groups()?,
+        Some(x) => x.groups().map(|_| x.rows_pad)?,
     };
+    let (red, tag) = super::reduce(k);
     let mut parts = super::matmul::quant_parts(job.ty)?;
-    parts.push(shaders::SPLIT_F16);
+    parts.extend([red[0], red[1], shaders::SPLIT_F16]);
     let p = SplitParams {
         cols8: u32_of(job.cols / 8, "split_f16 columns")?,
         rows: u32_of(job.rows, "split_f16 rows")?,
@@ -273,14 +273,14 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         x_rows: u32_of(x.map_or(0, |x| x.rows), "split_f16 rows")?,
         x_off: u32_of(x.map_or(0, |x| x.byte0 / 4), "split_f16 offset")?,
         x_stride: u32_of(x.map_or(0, |x| x.row_bytes / 4), "split_f16 row stride")?,
-        x_total: u32_of(x_total, "split_f16 size")?,
+        x_rows_pad: u32_of(x_rows_pad, "split_f16 rows")?,
         x_scale: x.map_or(1.0, |x| x.scale),
         x_row_scale: x.is_some_and(|x| x.row_scale.is_some()) as u32,
         tile_rows: u32_of(job.tile_rows, "split_f16 tile rows")?,
         x_tile_rows: u32_of(x.map_or(0, |x| x.tile_rows), "split_f16 tile rows")?,
         x_col_stride: u32_of(x.map_or(1, |x| x.col_stride), "split_f16 column stride")?,
     };
-    u32_of(total + x_total, "split_f16 size")?;
+    let groups = total.div_ceil(256) + x_rows_pad;
     if let Some(x) = x {
         check_fits("split_f16 row scales", &[(x.row_scale.unwrap_or(&k.dummy), x.row_scale.map_or(0, |_| x.rows))])?;
     }
@@ -294,47 +294,18 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         }
     };
     let xf = x.and_then(|x| x.row_scale).unwrap_or(&k.dummy);
-    let name = format!("split_f16/{}", job.ty);
-    let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read];
-    launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl, xf], (total + x_total).div_ceil(256), |gx| SplitParams { groups_x: gx, ..p })
+    let name = format!("split_f16/{}{tag}", job.ty);
+    let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
+    launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl, xf], groups, |gx| SplitParams { groups_x: gx, ..p })
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct RowScaleParams {
-    cols: u32,
-    rows: u32,
-    off: u32,
-    stride: u32,
-    col_stride: u32,
-    groups_x: u32,
-}
-
-/// What row_scale.wgsl writes for a row: 2^(13 - e), e the exponent of its largest
-/// magnitude (1 for a row of zeros and subnormals; the exponent clamped to ±100).
+/// The power of two split_f16.wgsl scales an x row by: 2^(13 - e), e the exponent of its
+/// largest magnitude (1 for a row of zeros and subnormals; the exponent clamped to ±100).
 pub fn row_scale_cpu(row: impl IntoIterator<Item = f32>) -> f32 {
     let m = row.into_iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let e = ((m.to_bits() >> 23) & 0xFF) as i32 - 127;
     let s = if m < f32::MIN_POSITIVE { 0 } else { (13 - e).clamp(-100, 100) };
     f32::from_bits(((s + 127) as u32) << 23)
-}
-
-/// Record row_scale.wgsl: one f32 per row of `x` (`rows` rows of `cols`) into `out`.
-pub fn row_scale(k: &Kernels, b: &mut Batch, x: CoopX, cols: usize, rows: usize, out: &wgpu::Buffer) -> Result<()> {
-    let last = x.off + rows.saturating_sub(1) * x.stride + cols.saturating_sub(1) * x.col_stride;
-    check_fits("row_scale", &[(x.buf, last + 1), (out, rows)])?;
-    let p = RowScaleParams {
-        cols: u32_of(cols, "row_scale columns")?,
-        rows: u32_of(rows, "row_scale rows")?,
-        off: u32_of(x.off, "row_scale offset")?,
-        stride: u32_of(x.stride, "row_scale stride")?,
-        col_stride: u32_of(x.col_stride, "row_scale column stride")?,
-        groups_x: 0,
-    };
-    u32_of(last, "row_scale extent")?;
-    let (red, tag) = super::reduce(k);
-    let name = format!("row_scale{tag}");
-    launch(k, b, &name, &[red[0], red[1], shaders::ROW_SCALE], &[Access::Read, Access::ReadWrite], &[x.buf, out], rows, |gx| RowScaleParams { groups_x: gx, ..p })
 }
 
 /// Whether the tensor-core matmul takes a matrix of `cols` columns on `k`.
@@ -359,21 +330,18 @@ fn product_kernel(k: &Kernels, tile: CoopTile) -> Result<std::sync::Arc<super::k
 /// x of `matmul_coop_f32`: rows of f32 from element `off`, `stride` apart, their columns
 /// `col_stride` apart.
 #[derive(Clone, Copy)]
-pub struct CoopX<'a> {
+pub(crate) struct CoopX<'a> {
     pub buf: &'a wgpu::Buffer,
     pub off: usize,
     pub stride: usize,
     pub col_stride: usize,
 }
 
-/// x's split parts (hi, lo: `n_pad` rows of `cols` f16) and its rows' scales, recorded
-/// into `b` (row_scale.wgsl) ahead of the split that reads them.
-fn x_scratch(k: &Kernels, b: &mut Batch, x: CoopX, cols: usize, n: usize, n_pad: usize) -> Result<(wgpu::Buffer, wgpu::Buffer, wgpu::Buffer)> {
+/// Scratch for x's split parts (hi, lo: `n_pad` rows of `cols` f16) and its rows' scales.
+fn x_scratch(k: &Kernels, cols: usize, n_pad: usize) -> (wgpu::Buffer, wgpu::Buffer, wgpu::Buffer) {
     let x_bytes = (n_pad * cols * 2) as u64;
     let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
-    let xf = k.scratch("matmul_coop/x_scale", (n_pad * 4) as u64);
-    row_scale(k, b, x, cols, n, &xf)?;
-    Ok((xh, xl, xf))
+    (xh, xl, k.scratch("matmul_coop/x_scale", (n_pad * 4) as u64))
 }
 
 /// `y[y_off + t · y_stride + r · y_row_stride] = Σ_c w[r, c] · x[t, c]` on tensor cores for
@@ -389,7 +357,7 @@ pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wg
     if w_bytes.max(x_bytes) > k.gpu.max_binding() {
         return Err(Error::Input(format!("matmul_coop_f32: {rows} x {cols} by {n} rows is past one binding")));
     }
-    let (xh, xl, xf) = x_scratch(k, b, x, cols, n, n_pad)?;
+    let (xh, xl, xf) = x_scratch(k, cols, n_pad);
     let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
     let x_job = SplitJob { src: x.buf, ty: GgmlType::F32, byte0: x.off * 4, row_bytes: x.stride * 4, cols, rows: n, rows_pad: n_pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: tile.bm, col_stride: x.col_stride, row_scale: Some(&xf) };
     let w_job = SplitJob { src: w, ty: GgmlType::F32, byte0: w_off * 4, row_bytes: cols * 4, cols, rows, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: tile.bn, col_stride: 1, row_scale: None };
@@ -442,8 +410,7 @@ pub(crate) fn matmul_coop(
     let (bm, bn) = (tile.bm, tile.bn);
     let cols = w.cols;
     let n_pad = n.div_ceil(bm) * bm;
-    let xc = CoopX { buf: x, off: x_off, stride: x_stride, col_stride: 1 };
-    let (xh, xl, xf) = x_scratch(k, b, xc, cols, n, n_pad)?;
+    let (xh, xl, xf) = x_scratch(k, cols, n_pad);
     let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&xf) };
     // x is split by the first weight chunk's dispatch.
     let mut x_pending = Some(x_job);

@@ -35,7 +35,6 @@ pub mod shaders {
     pub const MATMUL: &str = include_str!("../../shaders/matmul/matmul.wgsl");
     pub const MATMUL_COOP: &str = include_str!("../../shaders/matmul/matmul_coop.wgsl");
     pub const SPLIT_F16: &str = include_str!("../../shaders/matmul/split_f16.wgsl");
-    pub const ROW_SCALE: &str = include_str!("../../shaders/matmul/row_scale.wgsl");
     pub const SPLIT_K_SUM: &str = include_str!("../../shaders/matmul/split_k_sum.wgsl");
     pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
