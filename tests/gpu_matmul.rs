@@ -653,16 +653,23 @@ fn prefill_matmul_case(k: &Kernels) {
     }
 }
 
+/// Kernels for a test of the tensor-core path alone: None where the device has no tensor
+/// cores (the f32 kernels' tests cover it), a failure there with `RULLAMA_REQUIRE_COOP=1`.
+fn coop_kernels() -> Option<Kernels> {
+    let k = kernels();
+    if std::env::var_os("RULLAMA_REQUIRE_COOP").is_some() {
+        assert!(k.gpu.coop, "RULLAMA_REQUIRE_COOP: {} has no usable cooperative matrices", k.gpu.info.name);
+    }
+    k.gpu.coop.then_some(k)
+}
+
 /// Shapes only the tensor-core kernel's encoder treats specially, on devices that have one:
 /// its large tile (≥ 8192 rows and ≥ 256 tokens; from 1536 rows, split over the columns
 /// when the tiles alone are few) and weight splits in several chunks (hi and lo over
 /// 64 MiB each).
 #[test]
 fn coop_tiles_and_chunks_match_cpu() {
-    let k = kernels();
-    if !k.gpu.coop {
-        return;
-    }
+    let Some(k) = coop_kernels() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(23);
     for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 2100, 40)] {
         let data = random_matrix(&mut rng, ty, cols, rows);
@@ -740,10 +747,7 @@ fn split_row_scales_match_cpu() {
 /// does not concern.
 #[test]
 fn coop_matmul_of_large_and_small_activations() {
-    let k = kernels();
-    if !k.gpu.coop {
-        return;
-    }
+    let Some(k) = coop_kernels() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(41);
     let (cols, rows) = (512, 70);
     let tops = [3e7f32, 1e-6, 1.0, 2e5, 1e-3, 5e6, 1.0, 1e-6, 3e7, 7.0, 0.5, 1e4];
