@@ -245,7 +245,8 @@ impl SplitJob<'_> {
 }
 
 /// Record split_f16.wgsl for `job` and, in the same dispatch, for `x` (f32 rows, at 4-byte
-/// offsets and strides) when given.
+/// offsets and strides, one workgroup a row, each scaled by its own power of two where
+/// `x.row_scale` says where to write it) when given.
 pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob>) -> Result<()> {
     let total = job.groups()?;
     if job.col_stride != 1 || job.row_scale.is_some() {
@@ -256,7 +257,10 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         Some(x) if x.ty != GgmlType::F32 || !x.byte0.is_multiple_of(4) || !x.row_bytes.is_multiple_of(4) => {
             return Err(Error::Input("split_f16: the second job takes f32 rows at 4-byte offsets".into()));
         }
-        Some(x) => x.groups().map(|_| x.rows_pad)?,
+        Some(x) => {
+            x.groups()?;
+            x.rows_pad
+        }
     };
     let (red, tag) = super::reduce(k);
     let mut parts = super::matmul::quant_parts(job.ty)?;
