@@ -15,10 +15,13 @@
 //! gather involves no sum and is compared element by element to 1 ulp (denormal inputs
 //! may be flushed to zero by the GPU: an absolute allowance of scale · f32::MIN_POSITIVE).
 
+mod common;
+
 use std::sync::Arc;
 
 use half::{bf16, f16};
 use rand::{RngExt, SeedableRng};
+use common::coop_kernels;
 use rand_chacha::ChaCha8Rng;
 use rullama::Error;
 use rullama::cpu::ops::{self, QMatrix};
@@ -618,16 +621,9 @@ fn matvec_long_rows_match_cpu() {
 /// `RULLAMA_REQUIRE_COOP=1` makes a device without them fail (set where they are expected).
 #[test]
 fn prefill_matmul_matches_cpu() {
-    let gpu = Gpu::get().unwrap();
-    if std::env::var_os("RULLAMA_REQUIRE_COOP").is_some() {
-        assert!(gpu.coop, "RULLAMA_REQUIRE_COOP: {} has no usable cooperative matrices", gpu.info.name);
-    }
     let mut f32_only = kernels();
     f32_only.use_coop = false;
-    let mut ks = vec![f32_only];
-    if gpu.coop {
-        ks.push(kernels());
-    }
+    let ks: Vec<Kernels> = std::iter::once(f32_only).chain(coop_kernels()).collect();
     for k in ks {
         prefill_matmul_case(&k);
     }
@@ -651,16 +647,6 @@ fn prefill_matmul_case(k: &Kernels) {
             assert!(e < TOL, "{ty} {rows}x{cols} n {n} stride {stride} (tensor cores {}): rel err {e}", k.use_coop);
         }
     }
-}
-
-/// Kernels for a test of the tensor-core path alone: None where the device has no tensor
-/// cores (the f32 kernels' tests cover it), a failure there with `RULLAMA_REQUIRE_COOP=1`.
-fn coop_kernels() -> Option<Kernels> {
-    let k = kernels();
-    if std::env::var_os("RULLAMA_REQUIRE_COOP").is_some() {
-        assert!(k.gpu.coop, "RULLAMA_REQUIRE_COOP: {} has no usable cooperative matrices", k.gpu.info.name);
-    }
-    k.gpu.coop.then_some(k)
 }
 
 /// Shapes only the tensor-core kernel's encoder treats specially, on devices that have one:

@@ -5,9 +5,12 @@
 //! reductions here (≤ a few thousand terms of O(1) values) 1e-5 relative is ample while
 //! any indexing or formula mistake shows as O(1) error.
 
+mod common;
+
 use std::sync::Arc;
 
 use rand::{RngExt, SeedableRng};
+use common::coop_kernels;
 use rand_chacha::ChaCha8Rng;
 use rullama::cpu::ops;
 use half::f16;
@@ -264,13 +267,7 @@ fn attention_matches_cpu() {
 fn coop_attention_in_blocks_matches_cpu() {
     use rullama::gpu::attention::KvCaches;
     use rullama::gpu::attention_coop::{CoopAttention, attention, usable};
-    let k = kernels();
-    if std::env::var_os("RULLAMA_REQUIRE_COOP").is_some() {
-        assert!(k.gpu.coop, "RULLAMA_REQUIRE_COOP: {} has no usable cooperative matrices", k.gpu.info.name);
-    }
-    if !k.gpu.coop {
-        return;
-    }
+    let Some(k) = coop_kernels() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(43);
     // (n_tokens, n_heads, head_dim, pos0, window, extra cache positions, score block bytes)
     for (n, nh, hd, pos0, window, extra, block) in [(150, 8, 256, 0, 40, 0, 1 << 18), (130, 4, 256, 20, 0, 10, 1 << 17), (97, 8, 512, 0, 0, 31, 1 << 17), (97, 8, 512, 0, 0, 0, 1 << 17), (97, 8, 512, 0, 0, 31, 1 << 16)] {

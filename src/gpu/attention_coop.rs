@@ -96,16 +96,11 @@ impl CoopAttention {
     }
 }
 
-/// Whether `attention` can take this call on `k`: tensor cores on and usable, one f32 KV
-/// head, head sizes the products take. (The caller also wants MIN_TOKENS tokens.)
+/// Whether `attention` can take this call on `k`: one f32 KV head, and the tensor-core
+/// product taking rows of head_dim (on, present, a multiple of its column step). (The
+/// caller also wants MIN_TOKENS tokens.)
 pub fn usable(k: &Kernels, a: &CoopAttention, kv: &KvCaches) -> bool {
-    k.coop_attention
-        && k.use_coop
-        && k.gpu.coop
-        && !kv.f16
-        && a.shape.kv_heads == 1
-        && a.shape.head_dim.is_multiple_of(COLS_MULTIPLE)
-        && super::matmul_coop::usable(k, a.shape.head_dim)
+    k.coop_attention && !kv.f16 && a.shape.kv_heads == 1 && super::matmul_coop::usable(k, a.shape.head_dim)
 }
 
 /// Attention of `q` over `kv` into `out`, as `attention::attention_split` computes it (the

@@ -51,3 +51,14 @@ pub fn compare(label: &str, got: &[f32], want: &[f32], vocab: usize) -> f32 {
     assert!(max <= 1e-3 * sd, "{label}: max |Δ| {max:.3e} > 1e-3 × std {sd:.3}");
     max / sd
 }
+
+/// Kernels for a test of the tensor-core path alone: None where the device has no tensor
+/// cores (the f32 kernels' tests cover it), a failure there with `RULLAMA_REQUIRE_COOP=1`
+/// (set where they are expected).
+pub fn coop_kernels() -> Option<rullama::gpu::Kernels> {
+    let k = rullama::gpu::Kernels::new(rullama::gpu::Gpu::get().expect("a GPU adapter (lavapipe in CI: mesa-vulkan-drivers)"));
+    if std::env::var_os("RULLAMA_REQUIRE_COOP").is_some() {
+        assert!(k.gpu.coop, "RULLAMA_REQUIRE_COOP: {} has no usable cooperative matrices", k.gpu.info.name);
+    }
+    k.gpu.coop.then_some(k)
+}
