@@ -13,8 +13,11 @@
 // rows (FR = 2 or 4) as 2 x FR fragments of 16 x 16, in named variables: arrays of
 // cooperative matrices measured 3x slower on the H100 (they leave registers), and FR is a
 // constant, so the fragments past FR = 2 fold away there. Per 32 columns the workgroup
-// stages its x and w rows (hi and lo) in workgroup memory, fetched into registers one
-// step ahead so the loads overlap the previous step's products. x rows are padded to
+// stages its x rows (hi and lo) in workgroup memory, waits, then its w rows, each loaded
+// and stored in turn. Fetching a whole step into registers one step ahead, to overlap the
+// loads with the previous step's products, was slower: H100, E2B prefill 512 10.39-10.56k
+// tok/s against 10.73-10.75k (the 128 x 128 kernel's registers 235 -> 200, still one
+// workgroup an SM); the wait between x and w is worth ~2% of it. x rows are padded to
 // whole BM tiles and w rows to whole BN tiles with zeros, so no load needs a check; both
 // are split in tiles of BM (BN) rows (split_f16.wgsl's tile_rows), each step's rows
 // contiguous.
@@ -78,36 +81,6 @@ var<workgroup> s_lo: array<vec4<f16>, ROWS * SKV>;
 // One 16 x 16 slot per subgroup for the results on their way out.
 var<workgroup> out_s: array<f32, SGM * SGN * 256u>;
 
-// One step's staged data in registers.
-struct Stage {
-    xh: array<vec4<f16>, XV>,
-    xl: array<vec4<f16>, XV>,
-    wh: array<vec4<f16>, WV>,
-    wl: array<vec4<f16>, WV>,
-}
-
-// The step at vec4 column c of x rows from tb and w rows from rb. Each buffer has its own
-// loop, so no load sits behind a choice of buffer: with one loop choosing among the four
-// buffers by branches, E2B's [gate; up] took ~4% longer on the H100.
-fn fetch(lid: u32, tb: u32, rb: u32, c: u32, k4: u32) -> Stage {
-    var st: Stage;
-    // x and w come in split_f16's tiled layout: this step of this token (row) tile is
-    // BM (BN) x 8 vec4s.
-    let x0 = ((tb / BM) * (k4 / 8u) + c / 8u) * (BM * 8u);
-    for (var s = 0u; s < XV; s++) {
-        let at = x0 + lid + s * WG;
-        st.xh[s] = xh[at];
-        st.xl[s] = xl[at];
-    }
-    let w0 = ((rb / BN) * (k4 / 8u) + c / 8u) * (BN * 8u);
-    for (var s = 0u; s < WV; s++) {
-        let at = w0 + lid + s * WG;
-        st.wh[s] = wh[at];
-        st.wl[s] = wl[at];
-    }
-    return st;
-}
-
 @compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
@@ -154,24 +127,25 @@ fn main(
     var l11 = coop_mat16x16<f32, C>();
     var l12 = coop_mat16x16<f32, C>();
     var l13 = coop_mat16x16<f32, C>();
-    var r = fetch(lid, tb, rb, c_begin, k4);
     for (var c0 = c_begin; c0 < c_end; c0 += 8u) {
+        // x and w come in split_f16's tiled layout: this step of this token (row) tile is
+        // BM (BN) x 8 vec4s, contiguous.
+        let x0 = ((tb / BM) * (k4 / 8u) + c0 / 8u) * (BM * 8u);
         for (var s = 0u; s < XV; s++) {
             let i = lid + s * WG;
             let at = (i / 8u) * SKV + i % 8u;
-            s_hi[at] = r.xh[s];
-            s_lo[at] = r.xl[s];
+            s_hi[at] = xh[x0 + i];
+            s_lo[at] = xl[x0 + i];
         }
+        workgroupBarrier();
+        let w0 = ((rb / BN) * (k4 / 8u) + c0 / 8u) * (BN * 8u);
         for (var s = 0u; s < WV; s++) {
             let i = lid + s * WG;
             let at = (BM + i / 8u) * SKV + i % 8u;
-            s_hi[at] = r.wh[s];
-            s_lo[at] = r.wl[s];
+            s_hi[at] = wh[w0 + i];
+            s_lo[at] = wl[w0 + i];
         }
         workgroupBarrier();
-        if (c0 + 8u < c_end) {
-            r = fetch(lid, tb, rb, c0 + 8u, k4);
-        }
         for (var kk = 0u; kk < 8u; kk += 4u) {
             let ia = tm * 32u * SKV + kk;
             let ib = (BM + tn * 16u * FR) * SKV + kk;
