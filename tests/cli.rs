@@ -117,12 +117,13 @@ fn tokenize_and_run_on_the_demo_model() {
 
 /// `rullama bench` on the GPU (lavapipe in CI) with a store model: its JSON report has
 /// every figure, positive, the memory split into weights, cache and the kernels' scratch
-/// (made during the run), and the text form says the same. Timings are not checked.
+/// (made during the run), one figure per timed repetition (warm-up runs left out), and the
+/// text form says the same. Timings are not checked.
 #[test]
 fn bench_reports_speed_and_memory() {
     let env = Env::new();
     let args = ["bench", "--model", "tiny:moe", "--backend", "gpu", "--prompt-tokens", "12", "--gen-tokens", "3"];
-    let r: serde_json::Value = serde_json::from_str(&env.ok(&[&args[..], &["--json"]].concat())).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&env.ok(&[&args[..], &["--json", "--warmup", "2"]].concat())).unwrap();
     for key in ["load_s", "prefill_tok_s", "ttft_ms", "decode_tok_s", "decode_ms_per_token", "weight_bytes", "cache_bytes", "scratch_bytes"] {
         assert!(r[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {r}");
     }
@@ -134,8 +135,10 @@ fn bench_reports_speed_and_memory() {
         let max = v.iter().copied().fold(0.0, f64::max);
         assert!(v.iter().all(|&x| x > 0.0) && (max - r[best].as_f64().unwrap()).abs() <= 1e-9 * max, "{reps} against {best} in {r}");
     }
+    // Untimed runs are not repetitions (two asked for here, one by default below).
+    assert_eq!(r["warmup"].as_u64(), Some(2), "{r}");
     let text = env.ok(&[&args[..], &["--reps", "2"]].concat());
-    assert!(text.contains("prefill 12 tok") && text.contains("decode 3 tok") && text.contains("best of 2; medians"), "{text}");
+    assert!(text.contains("prefill 12 tok") && text.contains("decode 3 tok") && text.contains("best of 2 after 1 untimed run; medians"), "{text}");
     assert!(text.contains("scratch"), "{text}");
 }
 

@@ -333,6 +333,11 @@ pub struct BenchArgs {
     /// Repetitions; the best run is reported.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
+    /// Untimed runs before the repetitions, as llama-bench makes one: the first run
+    /// compiles the GPU kernels it meets and finds the GPU at idle clocks, which put it
+    /// at half the speed of the next on an H100 and skewed medians and means.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
     /// Decode with temperature sampling (with --top-k) instead of greedy (0).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
@@ -359,6 +364,8 @@ struct BenchReport {
     cache_bytes: u64,
     /// Tables and scratch the GPU kernels made during the run (tensor-core prefill's splits).
     scratch_bytes: u64,
+    /// Untimed runs made before the repetitions.
+    warmup: usize,
     /// Every repetition's figures, in order (the ones above are the best of them), so a
     /// comparison can take the same statistic from each engine (scripts/compare-llama-cpp).
     prefill_tok_s_reps: Vec<f64>,
@@ -392,7 +399,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
     let ctx = a.prompt_tokens + a.gen_tokens;
     let cancel = AtomicBool::new(false);
     let (mut ttfts, mut decodes) = (Vec::new(), Vec::new());
-    for _ in 0..a.reps.max(1) {
+    for rep in 0..a.warmup + a.reps.max(1) {
         let mut cache = m.new_cache(ctx);
         let opts = match a.temperature > 0.0 {
             true => SamplingOptions { temperature: a.temperature, top_k: a.top_k, seed: 1, ..SamplingOptions::default() },
@@ -409,8 +416,10 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
             made += 1;
             Ok(made <= a.gen_tokens)
         })?;
-        ttfts.push(ttft);
-        decodes.push(t.elapsed().as_secs_f64());
+        if rep >= a.warmup {
+            ttfts.push(ttft);
+            decodes.push(t.elapsed().as_secs_f64());
+        }
     }
     let ttft = ttfts.iter().copied().fold(f64::MAX, f64::min);
     let decode = decodes.iter().copied().fold(f64::MAX, f64::min);
@@ -428,6 +437,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         weight_bytes: m.weight_bytes(),
         cache_bytes: m.cache_bytes(ctx),
         scratch_bytes: m.scratch_bytes(),
+        warmup: a.warmup,
         prefill_tok_s_reps: ttfts.iter().map(|t| a.prompt_tokens as f64 / t).collect(),
         decode_tok_s_reps: decodes.iter().map(|t| a.gen_tokens as f64 / t).collect(),
     };
@@ -438,7 +448,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         return json(&report);
     }
     println!(
-        "{} on {} ({}): load {:.2} s | prefill {} tok: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | best of {}; medians {:.1} / {:.1} tok/s | GPU memory ≈ {} weights + {} cache/activations + {} scratch",
+        "{} on {} ({}): load {:.2} s | prefill {} tok: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | best of {} after {} untimed run{}; medians {:.1} / {:.1} tok/s | GPU memory ≈ {} weights + {} cache/activations + {} scratch",
         report.model,
         report.device,
         report.backend,
@@ -450,6 +460,8 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         report.decode_tok_s,
         report.decode_ms_per_token,
         report.decode_tok_s_reps.len(),
+        report.warmup,
+        if report.warmup == 1 { "" } else { "s" },
         median(&report.prefill_tok_s_reps),
         median(&report.decode_tok_s_reps),
         bytes_h(report.weight_bytes),
