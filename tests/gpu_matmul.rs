@@ -887,18 +887,22 @@ fn split_k_sum_matches_cpu() {
 }
 
 /// The split-K plan covers every column once, in ranges that are multiples of 32 and (when
-/// split) at least 256 columns long.
+/// split) at least 256 columns long; grids of 256 workgroups or more are not split, and
+/// E2B's 48-workgroup o and down projections get the measured 8 and 11 splits.
 #[test]
 fn split_k_plan_covers_columns() {
     use rullama::gpu::matmul_coop::split_k_plan;
-    for groups in [1, 7, 32, 192, 511, 512, 4000] {
+    for groups in [1, 7, 32, 48, 192, 255, 256, 511, 512, 4000] {
         for cols in [32, 256, 640, 1536, 2048, 6144, 16384] {
             let (splits, per) = split_k_plan(groups, cols);
             assert!(splits >= 1 && per % 32 == 0, "groups {groups} cols {cols}");
             assert!(splits * per >= cols && (splits - 1) * per < cols, "groups {groups} cols {cols}: {splits} x {per}");
             assert!(splits == 1 || per >= 256, "groups {groups} cols {cols}: {splits} x {per}");
+            assert!(groups < 256 || splits == 1, "groups {groups} cols {cols}: {splits} x {per}");
         }
     }
+    assert_eq!(split_k_plan(48, 2048).0, 8);
+    assert_eq!(split_k_plan(48, 6144).0, 11);
 }
 
 /// The tensor-core kernel's source for both tile shapes passes naga's validation with every

@@ -57,7 +57,7 @@ impl CoopTile {
 /// also for E2B's o and down projections (1536 rows) 9.05–9.06k / 8.39–8.44k. Taking every
 /// matrix from 1536 rows cost the 270M layout 2–6% (its routed q/k/v in 48 workgroups).
 fn tile_for(k: &Kernels, rows: usize, n: usize, routed: bool) -> CoopTile {
-    let few = rows.div_ceil(COOP_SMALL.bn) * n.div_ceil(COOP_SMALL.bm) < TARGET_GROUPS;
+    let few = rows.div_ceil(COOP_SMALL.bn) * n.div_ceil(COOP_SMALL.bm) < SPLIT_BELOW;
     let tall = rows >= 8192 || (rows >= 1536 && few && !routed);
     let large = tall && n >= 256 && COOP_LARGE.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize;
     if large { COOP_LARGE } else { COOP_SMALL }
@@ -150,20 +150,33 @@ struct SumParams {
     groups_x: u32,
 }
 
-/// Workgroups a product should have for the GPU to be busy: below it the columns are split
+/// Grids of fewer workgroups than this leave the GPU idle: their columns are split
 /// (split-K), each split keeping at least SPLIT_MIN_COLS columns. Measured on the H100
 /// (512-token prefill, tok/s, Gemma 3 270M / Gemma 4 E2B layouts, before q/k/v were routed
 /// into one matmul): no split 48.7k / 7.85k, 256 groups 52.4k / 8.04k, 512: 53.4k / 7.60k,
 /// 1024: 43.8k / 7.82k. A split costs a second dispatch and a pass over the partials, so
-/// only the smallest grids gain (then E2B's k and v projections, 32 workgroups; the 270M
-/// layout's 640-row matrices, 80).
-const TARGET_GROUPS: usize = 256;
+/// only the smallest grids gain (E2B's o and down projections, 48 workgroups of 128 x 128;
+/// the 270M layout's 640-row matrices, 80 of 64 x 64).
+const SPLIT_BELOW: usize = 256;
+/// The workgroups a split grid aims at. A 128 x 128 workgroup has an SM to itself, so a
+/// grid runs in waves of one workgroup per SM, and the last wave's emptiness is lost: E2B's
+/// 48-workgroup matrices split 6 ways (aiming at 256) made 288 workgroups, 2.2 waves on an
+/// H100's 132 SMs. Aiming higher leaves a smaller part of the work to a partial wave on any
+/// number of SMs. H100, E2B prefill 512 (two alternated rounds, best of 5): 6 splits
+/// 10.84-10.87k tok/s; 5, 8 and 11 (this target: o 8, down 11) 11.20-11.35k; the 270M
+/// unchanged (its splits are capped by the columns). Splitting grids of 256-511 too
+/// (aiming at 512 for every grid) gave 11.00-11.03k: [gate; up]'s 384 workgroups lose more
+/// to the partials than to waves.
+const SPLIT_TARGET: usize = 512;
 const SPLIT_MIN_COLS: usize = 256;
 
 /// Column ranges for a product of `groups` workgroups over `cols` columns: `(splits,
 /// columns per split)`, the latter a multiple of COLS_MULTIPLE.
 pub fn split_k_plan(groups: usize, cols: usize) -> (usize, usize) {
-    let want = TARGET_GROUPS.div_ceil(groups.max(1)).min(cols / SPLIT_MIN_COLS).max(1);
+    let want = match groups < SPLIT_BELOW {
+        true => SPLIT_TARGET.div_ceil(groups.max(1)).min(cols / SPLIT_MIN_COLS).max(1),
+        false => 1,
+    };
     let per = cols.div_ceil(want).div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
     (cols.div_ceil(per), per)
 }
