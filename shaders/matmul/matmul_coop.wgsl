@@ -1,8 +1,8 @@
 // Matrix multiply on cooperative matrices (tensor cores) for prefill:
 // y[t, r] = Σ_c w[r, c] · x[t, c], from x and w already split into f16 hi and lo parts by
-// split_f16.wgsl: x row t scaled by xf[t] (a power of two that brings its largest element
-// to [2^13, 2^14), row_scale.wgsl), w by w_scale (2^4, which keeps small weights out of
-// f16's subnormals); both are divided out of each result, exactly.
+// split_f16.wgsl: x row t scaled by xf[t] (a power of two, found by the split, that brings
+// its largest element to [2^13, 2^14)), w by w_scale (2^4, which keeps small weights out
+// of f16's subnormals); both are divided out of each result, exactly.
 // Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, BM, BN, FR).
 //
 // f32 accuracy from f16 inputs: hi·hi goes to one accumulator and lo·hi + hi·lo to

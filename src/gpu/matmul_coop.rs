@@ -173,10 +173,7 @@ const SPLIT_MIN_COLS: usize = 256;
 /// Column ranges for a product of `groups` workgroups over `cols` columns: `(splits,
 /// columns per split)`, the latter a multiple of COLS_MULTIPLE.
 pub fn split_k_plan(groups: usize, cols: usize) -> (usize, usize) {
-    let want = match groups < SPLIT_BELOW {
-        true => SPLIT_TARGET.div_ceil(groups.max(1)).min(cols / SPLIT_MIN_COLS).max(1),
-        false => 1,
-    };
+    let want = if groups < SPLIT_BELOW { SPLIT_TARGET.div_ceil(groups.max(1)).min(cols / SPLIT_MIN_COLS).max(1) } else { 1 };
     let per = cols.div_ceil(want).div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
     (cols.div_ceil(per), per)
 }
