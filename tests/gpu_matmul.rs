@@ -412,6 +412,96 @@ fn matvec_geglu_matches_cpu() {
     }
 }
 
+/// The FFN's [gate; up] and GeGLU over many tokens (`matmul_geglu`) against the CPU's
+/// products and GeGLU (2 × TOL, as above): on the f32 kernel and geglu_fused, and where
+/// the device has tensor cores, with the product kernel's own GeGLU over interleaved rows
+/// and without it. Shapes: pairs that fill no whole interleave block, partial token tiles,
+/// the large tile (≥ 8192 rows, ≥ 256 tokens) and split weights in two chunks (16384
+/// columns: 2048 rows a chunk).
+#[test]
+fn matmul_geglu_matches_cpu() {
+    use rullama::gpu::matmul::matmul_geglu;
+    let mut rng = ChaCha8Rng::seed_from_u64(19);
+    let mut f32_only = kernels();
+    f32_only.use_coop = false;
+    let mut ks: Vec<Kernels> = std::iter::once(f32_only).collect();
+    if let Some(mut k) = coop_kernels() {
+        k.coop_geglu = false;
+        ks.push(k);
+        ks.extend(coop_kernels());
+    }
+    for k in &ks {
+        let on_coop = k.use_coop && k.gpu.coop;
+        let shapes: &[(GgmlType, usize, usize, usize)] = if on_coop {
+            &[(GgmlType::Q4_K, 256, 37, 33), (GgmlType::Q6_K, 512, 100, 70), (GgmlType::Q4_K, 256, 4100, 260), (GgmlType::Q8_0, 16384, 1100, 20)]
+        } else {
+            &[(GgmlType::Q4_K, 256, 37, 33), (GgmlType::Q8_0, 64, 20, 9)]
+        };
+        for &(ty, cols, f, n) in shapes {
+            let gate = random_matrix(&mut rng, ty, cols, f);
+            let upw = random_matrix(&mut rng, ty, cols, f);
+            let stacked: Vec<u8> = gate.iter().chain(&upw).copied().collect();
+            let w = GpuMatrix::upload(k, "gate_up", ty, cols, 2 * f, &stacked).unwrap();
+            let x = rand_vec(&mut rng, n * cols);
+            let xb = up(k, &x);
+            let got = run(k, 2 + 2 * f * n, |b, y| matmul_geglu(k, b, &w, &xb, 0, n, y, 2).unwrap());
+            assert!(got[..2].iter().chain(got.last()).all(|&v| v == SENTINEL), "writes outside y");
+            let mut want = ops::matmul(&x, n, &QMatrix::new(ty, cols, f, &gate).unwrap()).unwrap();
+            let u = ops::matmul(&x, n, &QMatrix::new(ty, cols, f, &upw).unwrap()).unwrap();
+            ops::geglu(&mut want, &u);
+            let got: Vec<f32> = (0..n).flat_map(|t| got[2 + t * 2 * f..2 + t * 2 * f + f].to_vec()).collect();
+            let tol = 2.0 * TOL * (cols as f32 / 1024.0).sqrt().max(1.0);
+            let e = max_rel(&got, &want);
+            assert!(e < tol, "{ty} [gate; up] {f} x {cols}, {n} tokens (tensor cores {on_coop}, their GeGLU {}): rel err {e}", k.coop_geglu);
+        }
+    }
+}
+
+/// split_f16's pairs: a stacked [gate; up] interleaved in blocks (gate rows, then the same
+/// rows of up), tiled, with zero rows for the pairs past the last, against the rows split
+/// one by one.
+#[test]
+fn split_pairs_interleave_rows() {
+    use rullama::gpu::matmul_coop::{SplitJob, split_f16};
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let (cols, f, half, tile): (usize, usize, usize, usize) = (64, 11, 4, 8);
+    let pad = f.div_ceil(half) * 2 * half;
+    let data = random_matrix(&mut rng, GgmlType::Q8_0, cols, 2 * f);
+    let src = upload_blocks(&k, "src", GgmlType::Q8_0, &data);
+    let split = |job: SplitJob| -> (Vec<u16>, Vec<u16>) {
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        split_f16(&k, &mut b, &job, None).unwrap();
+        b.submit().unwrap();
+        let read = |buf: &wgpu::Buffer| bytemuck::cast_slice::<u8, u16>(&kernel::read_back(&k.gpu, buf, 0, (job.rows_pad * cols * 2) as u64).unwrap()).to_vec();
+        (read(job.hi), read(job.lo))
+    };
+    let row_bytes = cols / 32 * 34;
+    let parts = |rows: usize| (kernel::storage(&k.gpu, "hi", (rows * cols * 2) as u64), kernel::storage(&k.gpu, "lo", (rows * cols * 2) as u64));
+    let (paired, plain) = (parts(pad), parts(2 * f));
+    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes, cols, rows: f, rows_pad: pad, scale: 16.0, hi: &paired.0, lo: &paired.1, tile_rows: tile, col_stride: 1, row_scale: None, pairs: Some((half, f)) };
+    let (ph, pl) = split(job);
+    let (h, l) = split(SplitJob { rows: 2 * f, rows_pad: 2 * f, hi: &plain.0, lo: &plain.1, tile_rows: 0, pairs: None, ..job });
+    // Element (r, c) of the tiled layout (tiles of `tile` rows x 32 columns).
+    let at = |r: usize, c: usize| ((r / tile) * (cols / 32) + c / 32) * (tile * 32) + (r % tile) * 32 + c % 32;
+    for r in 0..pad {
+        let pair = (r / (2 * half)) * half + r % half;
+        let source = (pair < f).then(|| pair + if r % (2 * half) >= half { f } else { 0 });
+        for c in 0..cols {
+            let (gh, gl) = (ph[at(r, c)], pl[at(r, c)]);
+            match source {
+                Some(s) => assert_eq!((gh, gl), (h[s * cols + c], l[s * cols + c]), "row {r} (source {s}) column {c}"),
+                None => assert_eq!((gh, gl), (0, 0), "padding row {r} column {c}"),
+            }
+        }
+    }
+    // Pairs need tiles and room for whole blocks.
+    for bad in [SplitJob { tile_rows: 0, ..job }, SplitJob { rows_pad: pad - tile, ..job }] {
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        assert!(split_f16(&k, &mut b, &bad, None).is_err());
+    }
+}
+
 /// The gated matvec of the per-layer embeddings: gelu_tanh(w · x) times a vector read at an
 /// offset, against the CPU's product and GeGLU (2 × TOL, as above).
 #[test]
@@ -652,12 +742,13 @@ fn prefill_matmul_case(k: &Kernels) {
 /// Shapes only the tensor-core kernel's encoder treats specially, on devices that have one:
 /// its large tile (≥ 8192 rows and ≥ 256 tokens; from 1536 rows, split over the columns
 /// when the tiles alone are few) and weight splits in several chunks (hi and lo over
-/// 64 MiB each).
+/// 64 MiB each). The last is Gemma 4 E2B's down projection at 512 tokens: 48 tiles of
+/// 128 x 128, split 11 ways.
 #[test]
 fn coop_tiles_and_chunks_match_cpu() {
     let Some(k) = coop_kernels() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(23);
-    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 2100, 40)] {
+    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 2100, 40), (GgmlType::Q4_K, 6144, 1536, 512)] {
         let data = random_matrix(&mut rng, ty, cols, rows);
         let xs = rand_vec(&mut rng, n * cols);
         let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
@@ -711,12 +802,12 @@ fn split_row_scales_match_cpu() {
     let data = random_matrix(&mut rng, GgmlType::Q8_0, 32, 1);
     let src = upload_blocks(&k, "src", GgmlType::Q8_0, &data);
     let w_parts = (kernel::storage(&k.gpu, "hi", 64), kernel::storage(&k.gpu, "lo", 64));
-    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes: 34, cols: 32, rows: 1, rows_pad: 1, scale: 16.0, hi: &w_parts.0, lo: &w_parts.1, tile_rows: 0, col_stride: 1, row_scale: None };
+    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes: 34, cols: 32, rows: 1, rows_pad: 1, scale: 16.0, hi: &w_parts.0, lo: &w_parts.1, tile_rows: 0, col_stride: 1, row_scale: None, pairs: None };
     for (what, data, row_bytes, col_stride) in [("rows", &flat, stride * 4, 1), ("across", &across, 4, width)] {
         let xb = up(&k, data);
         let (xh, xl) = (kernel::storage(&k.gpu, "x_hi", (pad * cols * 2) as u64), kernel::storage(&k.gpu, "x_lo", (pad * cols * 2) as u64));
         let got = run(&k, pad, |b, xf| {
-            let x_job = SplitJob { src: &xb, ty: GgmlType::F32, byte0: off * 4, row_bytes, cols, rows: n, rows_pad: pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: 16, col_stride, row_scale: Some(xf) };
+            let x_job = SplitJob { src: &xb, ty: GgmlType::F32, byte0: off * 4, row_bytes, cols, rows: n, rows_pad: pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: 16, col_stride, row_scale: Some(xf), pairs: None };
             split_f16(&k, b, &job, Some(&x_job)).unwrap()
         });
         for (r, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -821,12 +912,12 @@ fn split_f16_matches_cpu() {
         };
         let src = upload_blocks(&k, "src", ty, &bytes);
         let out = parts(pad, cols);
-        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: tile, col_stride: 1, row_scale: None };
+        let job = SplitJob { src: &src, ty, byte0, row_bytes, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: tile, col_stride: 1, row_scale: None, pairs: None };
         let (x_bytes, x_values) = activations(&mut rng, x_rows, x_cols);
         let x_src = kernel::upload(&k.gpu, "x", &x_bytes);
         let x_out = parts(x_pad, x_cols);
         // Each row also by its own power of two (row_scale_cpu's), the job's scale after it.
-        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.5, hi: &x_out.0, lo: &x_out.1, tile_rows: tile, col_stride: 1, row_scale: Some(&x_rs) };
+        let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: (x_cols + 12) * 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.5, hi: &x_out.0, lo: &x_out.1, tile_rows: tile, col_stride: 1, row_scale: Some(&x_rs), pairs: None };
         let along = ty != GgmlType::F32;
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
         split_f16(&k, &mut b, &job, along.then_some(&x_job)).unwrap();
@@ -847,11 +938,11 @@ fn split_f16_matches_cpu() {
     assert!(m.len() >= 8 + x_cols * width);
     let x_src = kernel::upload(&k.gpu, "x", &m_bytes);
     let x_out = parts(x_pad, x_cols);
-    let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: 4, col_stride: width, row_scale: None };
+    let x_job = SplitJob { src: &x_src, ty: GgmlType::F32, byte0: 32, row_bytes: 4, cols: x_cols, rows: x_rows, rows_pad: x_pad, scale: 0.0625, hi: &x_out.0, lo: &x_out.1, tile_rows: 4, col_stride: width, row_scale: None, pairs: None };
     let data = random_matrix(&mut rng, GgmlType::Q8_0, cols, rows);
     let src = upload_blocks(&k, "src", GgmlType::Q8_0, &data);
     let out = parts(pad, cols);
-    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes: cols / 32 * 34, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: 4, col_stride: 1, row_scale: None };
+    let job = SplitJob { src: &src, ty: GgmlType::Q8_0, byte0: 0, row_bytes: cols / 32 * 34, cols, rows, rows_pad: pad, scale: 16.0, hi: &out.0, lo: &out.1, tile_rows: 4, col_stride: 1, row_scale: None, pairs: None };
     let mut b = Batch::new(Arc::clone(&k.gpu), 4);
     split_f16(&k, &mut b, &job, Some(&x_job)).unwrap();
     b.submit().unwrap();
@@ -911,8 +1002,8 @@ fn split_k_plan_covers_columns() {
 fn coop_kernel_sources_validate() {
     use rullama::gpu::matmul_coop::{COOP_LARGE, COOP_SMALL};
     use wgpu::naga;
-    for tile in [COOP_SMALL, COOP_LARGE] {
-        let src = tile.source();
+    for (tile, geglu) in [COOP_SMALL, COOP_LARGE].into_iter().flat_map(|t| [(t, false), (t, true)]) {
+        let src = tile.source(geglu);
         let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
         let mut v = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all());
         v.validate(&module).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));

@@ -23,6 +23,12 @@
 // contiguous.
 // Matrices whose tiles alone would leave the GPU idle are split along their columns too
 // (split-K): each range writes a partial y that split_k_sum.wgsl adds up.
+// With GEGLU the weights are a stacked [gate; up] whose split interleaved them (split_f16's
+// pairs): each subgroup's 16·FR rows are 8·FR gate rows and then their up rows, so the
+// subgroup holds both halves of each result and writes gelu_tanh(gate) · up for the pair
+// (y[y_off + t · y_stride + row0 + pair], p.rows counting pairs), where a GeGLU dispatch
+// would read both halves back and write the product again. No split-K (the product is
+// not linear).
 //
 // naga 30 writes coopStore before its operands unless they are already evaluated: every
 // coopStore argument is a `let` made before an ordinary assignment (`flush`), which makes
@@ -186,13 +192,17 @@ fn main(
 
     // Fragment f (token fragment f / FR, row fragment f % FR) goes out through this
     // subgroup's slot, hi and lo added as matrices, and is written where the token and row
-    // exist.
+    // exist. With GEGLU, output f is the gate fragment (f / H, f % H) and its up fragment
+    // (f / H, f % H + H), H = FR / 2, in turn through the slot.
     var flush = 0u;
     let slot = sg * 256u;
-    for (var f = 0u; f < 2u * FR; f++) {
+    let H = FR / 2u;
+    for (var f = 0u; f < select(2u * FR, FR, GEGLU); f++) {
+        let ti = select(f / FR, f / H, GEGLU);
+        let j = select(f % FR, f % H, GEGLU);
         var fh = h00;
         var fl = l00;
-        switch ((f / FR) * 4u + f % FR) {
+        switch (ti * 4u + j) {
             case 1u: { fh = h01; fl = l01; }
             case 2u: { fh = h02; fl = l02; }
             case 3u: { fh = h03; fl = l03; }
@@ -207,21 +217,52 @@ fn main(
         flush = slot;
         coopStoreT(o, &out_s[slot], stride);
         workgroupBarrier();
+        // This lane's 8 results: element q = lane + 32 e of the fragment, scaled by
+        // 1 / (w_scale · xf[t]) exactly: for a power of two, the reciprocal's exponent
+        // field is 254 less its own (a device's division may round).
+        var v: array<f32, 8>;
         for (var e = 0u; e < 8u; e++) {
             let q = lane + 32u * e;
-            let t = t0 + (f / FR) * 16u + q / 16u;
-            let r = r0 + (f % FR) * 16u + q % 16u;
+            let t = min(t0 + ti * 16u + q / 16u, p.n - 1u);
+            v[e] = out_s[slot + q] * bitcast<f32>((254u << 23u) - bitcast<u32>(p.w_scale * xf[t]));
+        }
+        if (GEGLU) {
+            workgroupBarrier();
+            var uh = h00;
+            var ul = l00;
+            switch (ti * 4u + j + H) {
+                case 1u: { uh = h01; ul = l01; }
+                case 2u: { uh = h02; ul = l02; }
+                case 3u: { uh = h03; ul = l03; }
+                case 4u: { uh = h10; ul = l10; }
+                case 5u: { uh = h11; ul = l11; }
+                case 6u: { uh = h12; ul = l12; }
+                case 7u: { uh = h13; ul = l13; }
+                default: {}
+            }
+            let u = uh + ul * (1.0 / LS);
+            flush = slot;
+            coopStoreT(u, &out_s[slot], stride);
+            workgroupBarrier();
+            for (var e = 0u; e < 8u; e++) {
+                let q = lane + 32u * e;
+                let t = min(t0 + ti * 16u + q / 16u, p.n - 1u);
+                v[e] = gelu_tanh(v[e]) * (out_s[slot + q] * bitcast<f32>((254u << 23u) - bitcast<u32>(p.w_scale * xf[t])));
+            }
+        }
+        for (var e = 0u; e < 8u; e++) {
+            let q = lane + 32u * e;
+            let t = t0 + ti * 16u + q / 16u;
+            // GEGLU: the pair's index, from the subgroup's interleave block (r0 / (16 FR)).
+            let r = select(r0 + j * 16u + q % 16u, (r0 / (16u * FR)) * (8u * FR) + j * 16u + q % 16u, GEGLU);
             if (t < p.n && r < p.rows) {
-                // 1 / (w_scale · xf[t]) exactly: for a power of two, the reciprocal's
-                // exponent field is 254 less its own (a device's division may round).
-                let v = out_s[slot + q] * bitcast<f32>((254u << 23u) - bitcast<u32>(p.w_scale * xf[t]));
                 let R = p.row0 + r;
                 if (R < p.route_a) {
-                    y[p.y_off + split * p.split_stride + t * p.y_stride + R * p.y_row_stride] = v;
+                    y[p.y_off + split * p.split_stride + t * p.y_stride + R * p.y_row_stride] = v[e];
                 } else if (R < p.route_b) {
-                    y2[p.y2_off + t * (p.route_b - p.route_a) + R - p.route_a] = v;
+                    y2[p.y2_off + t * (p.route_b - p.route_a) + R - p.route_a] = v[e];
                 } else {
-                    y3[p.y3_off + t * (p.route_end - p.route_b) + R - p.route_b] = v;
+                    y3[p.y3_off + t * (p.route_end - p.route_b) + R - p.route_b] = v[e];
                 }
             }
         }

@@ -50,6 +50,13 @@ struct Params {
     tile_rows: u32,  // 0: row-major; else the layout above (cols8 a multiple of 4)
     x_tile_rows: u32,
     x_col_stride: u32, // elements of `x` between a row's columns (1 but for a transposed read)
+    // Pairs of the first job (0: none): output rows come in blocks of 2 · pair_half, the
+    // first pair_half of a block rows `pair` and the rest rows pair_off + `pair` of w, for
+    // the block's pairs (block · pair_half + i); `rows` counts pairs. A stacked [gate; up]
+    // so interleaved puts each gate row and its up row in one subgroup of matmul_coop.wgsl
+    // (its GEGLU).
+    pair_half: u32,
+    pair_off: u32,
 }
 
 // Where group i of rows of cols8 groups goes: i itself (t = 0) or in tiles of t rows.
@@ -86,15 +93,30 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
 }
 
+const NONE: u32 = 0xFFFFFFFFu;
+
+// The row of w that output row r of the first job takes, or NONE for a row of zeros.
+fn source_row(r: u32) -> u32 {
+    let h = p.pair_half;
+    if (h == 0u) {
+        return select(NONE, r, r < p.rows);
+    }
+    let pair = (r / (2u * h)) * h + r % h;
+    if (pair >= p.rows) {
+        return NONE;
+    }
+    return pair + select(0u, p.pair_off, r % (2u * h) >= h);
+}
+
 fn weight_group(i: u32) {
     if (i >= p.total) {
         return;
     }
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
-    let r = i / p.cols8;
+    let r = source_row(i / p.cols8);
     let c4 = 2u * (i % p.cols8);
-    if (r < p.rows) {
+    if (r != NONE) {
         a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;
         b = dq4(p.byte0 + r * p.row_bytes, c4 + 1u) * p.scale;
     }

@@ -867,8 +867,7 @@ impl GpuModel {
                 f
             }
             GateUp::Stacked(m) => {
-                matmul::matmul(k, b, m, &s.y, 0, n, &s.gate, 0)?;
-                elementwise::geglu_fused(k, b, &s.gate, 0, n, f)?;
+                matmul::matmul_geglu(k, b, m, &s.y, 0, n, &s.gate, 0)?;
                 2 * f
             }
             GateUp::Split(gate, up) => {

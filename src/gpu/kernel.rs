@@ -63,6 +63,10 @@ pub struct Kernels {
     /// merges it) instead of an attention_merge dispatch. `RULLAMA_NO_DECODE_MERGE` clears
     /// it at start; tests compare both.
     pub decode_merge: bool,
+    /// Prefill's [gate; up] products on tensor cores apply GeGLU themselves
+    /// (`matmul::matmul_geglu`). `RULLAMA_NO_COOP_GEGLU` clears it at start; tests compare
+    /// both.
+    pub coop_geglu: bool,
     /// Q4_K and Q6_K matvecs that stage their input (a folded residual step; LM heads)
     /// multiply by integer dot products over it as fixed-point limbs (matvec_x_limbs.wgsl).
     /// `RULLAMA_NO_INT_DOT` clears it at start (f32 products); tests compare both.
@@ -79,8 +83,9 @@ impl Kernels {
         let tiled_attention = std::env::var_os("RULLAMA_NO_TILED_ATTENTION").is_none();
         let coop_attention = std::env::var_os("RULLAMA_NO_COOP_ATTENTION").is_none();
         let decode_merge = std::env::var_os("RULLAMA_NO_DECODE_MERGE").is_none();
+        let coop_geglu = std::env::var_os("RULLAMA_NO_COOP_GEGLU").is_none();
         let int_dot = std::env::var_os("RULLAMA_NO_INT_DOT").is_none();
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, int_dot, buffers: Mutex::new(HashMap::new()) }
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).

@@ -38,13 +38,19 @@ impl CoopTile {
         2 * (self.bm + self.bn) * 10 * 8 + subgroups * 1024
     }
 
-    /// The kernel's source for this tile.
-    pub fn source(&self) -> String {
+    /// The kernel's source for this tile, `geglu` for the variant that writes
+    /// gelu_tanh(gate) · up of interleaved [gate; up] rows.
+    pub fn source(&self, geglu: bool) -> String {
         let header = format!(
-            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\n",
+            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\nconst GEGLU: bool = {geglu};\n",
             self.bm, self.bn, self.fr
         );
-        compose(&[&header, shaders::MATMUL_COOP])
+        compose(&[&header, shaders::MATMUL_COOP, shaders::MATH])
+    }
+
+    /// Gate rows (and as many up rows) in each subgroup's interleave block with GEGLU.
+    fn pair_half(&self) -> usize {
+        8 * self.fr
     }
 }
 
@@ -93,6 +99,8 @@ struct SplitParams {
     tile_rows: u32,
     x_tile_rows: u32,
     x_col_stride: u32,
+    pair_half: u32,
+    pair_off: u32,
 }
 
 #[repr(C)]
@@ -121,12 +129,14 @@ struct CoopParams {
 
 /// Where a tensor-core matmul writes: y rows of `y_stride` from `y_off` (see `matmul_coop`),
 /// or for a stacked [a; b; c] matrix rows from `split_a` to `y2` and from `split_b` to
-/// `y3`, each part's rows packed (`route`).
+/// `y3`, each part's rows packed (`route`). `geglu`: the matrix stacks [gate; up] (2F
+/// rows) and y rows of 2F get gelu_tanh(gate) · up in their first F (the rest untouched).
 #[derive(Clone, Copy)]
 pub(crate) struct CoopOut<'a> {
     pub y: &'a wgpu::Buffer,
     pub y_off: usize,
     pub route: Option<CoopRoute<'a>>,
+    pub geglu: bool,
 }
 
 /// `y3` None: no third part (`split_b` is the matrix's last row).
@@ -235,6 +245,11 @@ pub struct SplitJob<'a> {
     /// Where the split writes the power of two it scales each row by besides `scale`
     /// (`row_scale_cpu`; f32 per row; the second job only). None: `scale` alone.
     pub row_scale: Option<&'a wgpu::Buffer>,
+    /// `(half, offset)`: rows interleaved in pairs (the first job only, tiled): output rows
+    /// come in blocks of 2 · half, the block's first half rows `pair` and the rest rows
+    /// `offset + pair` of src, for its pairs `block · half + i` below `rows` (which then
+    /// counts pairs). None: rows in order.
+    pub pairs: Option<(usize, usize)>,
 }
 
 impl SplitJob<'_> {
@@ -242,6 +257,11 @@ impl SplitJob<'_> {
     fn groups(&self) -> Result<usize> {
         if !self.cols.is_multiple_of(8) || self.rows > self.rows_pad {
             return Err(Error::Input(format!("split_f16: {} rows of {} columns into {} (columns must be a multiple of 8)", self.rows, self.cols, self.rows_pad)));
+        }
+        if let Some((half, _)) = self.pairs
+            && (self.tile_rows == 0 || half == 0 || self.rows.div_ceil(half) * 2 * half > self.rows_pad)
+        {
+            return Err(Error::Input(format!("split_f16: {} pairs in blocks of {half} need tiles and {} rows or more", self.rows, self.rows.div_ceil(half.max(1)) * 2 * half)));
         }
         if self.tile_rows > 0 && (!self.cols.is_multiple_of(32) || !self.rows_pad.is_multiple_of(self.tile_rows)) {
             return Err(Error::Input(format!("split_f16: tiles of {} rows need whole tiles and columns a multiple of 32 ({} rows, {} columns)", self.tile_rows, self.rows_pad, self.cols)));
@@ -259,7 +279,7 @@ impl SplitJob<'_> {
 /// `x.row_scale` says where to write it) when given.
 pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob>) -> Result<()> {
     let total = job.groups()?;
-    if job.col_stride != 1 || job.row_scale.is_some() {
+    if job.col_stride != 1 || job.row_scale.is_some() || x.is_some_and(|x| x.pairs.is_some()) {
         return Err(Error::Input("split_f16: the first job reads whole rows, scaled alike".into()));
     }
     let x_rows_pad = match x {
@@ -293,6 +313,8 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         tile_rows: u32_of(job.tile_rows, "split_f16 tile rows")?,
         x_tile_rows: u32_of(x.map_or(0, |x| x.tile_rows), "split_f16 tile rows")?,
         x_col_stride: u32_of(x.map_or(1, |x| x.col_stride), "split_f16 column stride")?,
+        pair_half: u32_of(job.pairs.map_or(0, |p| p.0), "split_f16 pairs")?,
+        pair_off: u32_of(job.pairs.map_or(0, |p| p.1), "split_f16 pairs")?,
     };
     let groups = total.div_ceil(256) + x_rows_pad;
     if let Some(x) = x {
@@ -330,12 +352,12 @@ pub(crate) fn usable(k: &Kernels, cols: usize) -> bool {
         && COOP_SMALL.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize
 }
 
-/// The product kernel for `tile`.
-fn product_kernel(k: &Kernels, tile: CoopTile) -> Result<std::sync::Arc<super::kernel::Kernel>> {
-    let name = format!("matmul_coop/{}x{}", tile.bm, tile.bn);
+/// The product kernel for `tile`, `geglu` for its GEGLU variant.
+fn product_kernel(k: &Kernels, tile: CoopTile, geglu: bool) -> Result<std::sync::Arc<super::kernel::Kernel>> {
+    let name = format!("matmul_coop/{}x{}{}", tile.bm, tile.bn, if geglu { "/geglu" } else { "" });
     k.get(&name, || KernelSource {
         name: name.clone(),
-        code: tile.source(),
+        code: tile.source(geglu),
         entry: "main",
         buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read],
     })
@@ -373,8 +395,8 @@ pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wg
     }
     let (xh, xl, xf) = x_scratch(k, cols, n_pad);
     let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-    let x_job = SplitJob { src: x.buf, ty: GgmlType::F32, byte0: x.off * 4, row_bytes: x.stride * 4, cols, rows: n, rows_pad: n_pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: tile.bm, col_stride: x.col_stride, row_scale: Some(&xf) };
-    let w_job = SplitJob { src: w, ty: GgmlType::F32, byte0: w_off * 4, row_bytes: cols * 4, cols, rows, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: tile.bn, col_stride: 1, row_scale: None };
+    let x_job = SplitJob { src: x.buf, ty: GgmlType::F32, byte0: x.off * 4, row_bytes: x.stride * 4, cols, rows: n, rows_pad: n_pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: tile.bm, col_stride: x.col_stride, row_scale: Some(&xf), pairs: None };
+    let w_job = SplitJob { src: w, ty: GgmlType::F32, byte0: w_off * 4, row_bytes: cols * 4, cols, rows, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: tile.bn, col_stride: 1, row_scale: None, pairs: None };
     split_f16(k, b, &w_job, Some(&x_job))?;
     let tiles = (rp / tile.bn) * (n_pad / tile.bm);
     let (grid, groups_x) = grid_1d(tiles, k.gpu.limits.max_compute_workgroups_per_dimension);
@@ -396,7 +418,7 @@ pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wg
         ..Default::default()
     };
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
-    b.dispatch(&product_kernel(k, tile)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &xf], &p, grid)
+    b.dispatch(&product_kernel(k, tile, false)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &xf], &p, grid)
 }
 
 /// `y[t, r] = Σ_c w[first + r, c] · x[t, c]` on tensor cores for the rows `range` =
@@ -417,15 +439,18 @@ pub(crate) fn matmul_coop(
     out: CoopOut,
 ) -> Result<()> {
     let (y, y_off) = (out.y, out.y_off);
-    if out.route.is_some() && (range.is_some() || w.tiles().len() != 1) {
-        return Err(Error::Input("matmul_coop: a routed matmul takes a whole matrix of one tile".into()));
+    if (out.route.is_some() || out.geglu) && (range.is_some() || w.tiles().len() != 1) {
+        return Err(Error::Input("matmul_coop: a routed or GeGLU matmul takes a whole matrix of one tile".into()));
+    }
+    if out.geglu && (out.route.is_some() || !w.rows.is_multiple_of(2)) {
+        return Err(Error::Input(format!("matmul_coop: GeGLU takes [gate; up] stacked, not {} rows{}", w.rows, if out.route.is_some() { " routed" } else { "" })));
     }
     let tile = tile_for(k, range.map_or(w.rows, |r| r.1), n, out.route.is_some());
     let (bm, bn) = (tile.bm, tile.bn);
     let cols = w.cols;
     let n_pad = n.div_ceil(bm) * bm;
     let (xh, xl, xf) = x_scratch(k, cols, n_pad);
-    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&xf) };
+    let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: n, rows_pad: n_pad, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&xf), pairs: None };
     // x is split by the first weight chunk's dispatch.
     let mut x_pending = Some(x_job);
 
@@ -436,7 +461,10 @@ pub(crate) fn matmul_coop(
     if chunk == 0 {
         return Err(Error::Input(format!("matmul: rows of {cols} columns are too long for the tensor-core kernel")));
     }
-    let kernel = product_kernel(k, tile)?;
+    let (kernel, half) = (product_kernel(k, tile, out.geglu)?, tile.pair_half());
+    // GeGLU counts pairs (gate row i and up row F + i) where others count rows: each takes
+    // two rows of the split and gives one result.
+    let (per, width) = if out.geglu { (2, w.rows / 2) } else { (1, 0) };
     let row_bytes = w.row_bytes();
     // Routing: y rows hold part a; stand-ins for y2 and y3 where no row reaches them.
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
@@ -450,20 +478,21 @@ pub(crate) fn matmul_coop(
         // first landing at y column `out0`.
         let (first, count, out0) = match range {
             Some((f, c)) => (f, c, 0),
-            None => (0, tile.rows, tile.row0),
+            None => (0, tile.rows / per, tile.row0),
         };
         let mut c0 = 0;
         while c0 < count {
-            let rc = chunk.min(count - c0);
-            let rp = rc.div_ceil(bn) * bn;
+            let rc = (chunk / per).min(count - c0);
+            let rp = if out.geglu { rc.div_ceil(half) * 2 * half } else { rc }.div_ceil(bn) * bn;
             let w_bytes = (rp * cols * 2) as u64;
             let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1, row_scale: None };
+            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1, row_scale: None, pairs: out.geglu.then_some((half, width)) };
             split_f16(k, b, &w_job, x_pending.take().as_ref())?;
             let tiles = (rp / bn) * (n_pad / bm);
             let (mut splits, mut split_cols) = split_k_plan(tiles, cols);
-            // Partials must fit one binding; split_k_sum does not route.
-            if (splits * n * rc * 4) as u64 > k.gpu.max_binding() || out.route.is_some() {
+            // Partials must fit one binding; split_k_sum does not route, and GeGLU needs
+            // whole sums.
+            if (splits * n * rc * 4) as u64 > k.gpu.max_binding() || out.route.is_some() || out.geglu {
                 (splits, split_cols) = (1, cols);
             }
             let (grid, groups_x) = grid_1d(tiles * splits, k.gpu.limits.max_compute_workgroups_per_dimension);
