@@ -192,63 +192,47 @@ fn main(
 
     // Fragment f (token fragment f / FR, row fragment f % FR) goes out through this
     // subgroup's slot, hi and lo added as matrices, and is written where the token and row
-    // exist. With GEGLU, output f is the gate fragment (f / H, f % H) and its up fragment
-    // (f / H, f % H + H), H = FR / 2, in turn through the slot.
+    // exist. With GEGLU, output f is the gate fragment (f / H, f % H) and then its up
+    // fragment (f / H, f % H + H), H = FR / 2, through the slot in turn (m = 0, 1).
     var flush = 0u;
     let slot = sg * 256u;
     let H = FR / 2u;
     for (var f = 0u; f < select(2u * FR, FR, GEGLU); f++) {
         let ti = select(f / FR, f / H, GEGLU);
         let j = select(f % FR, f % H, GEGLU);
-        var fh = h00;
-        var fl = l00;
-        switch (ti * 4u + j) {
-            case 1u: { fh = h01; fl = l01; }
-            case 2u: { fh = h02; fl = l02; }
-            case 3u: { fh = h03; fl = l03; }
-            case 4u: { fh = h10; fl = l10; }
-            case 5u: { fh = h11; fl = l11; }
-            case 6u: { fh = h12; fl = l12; }
-            case 7u: { fh = h13; fl = l13; }
-            default: {}
-        }
-        let o = fh + fl * (1.0 / LS);
-        let stride = 16u;
-        flush = slot;
-        coopStoreT(o, &out_s[slot], stride);
-        workgroupBarrier();
-        // This lane's 8 results: element q = lane + 32 e of the fragment, scaled by
-        // 1 / (w_scale · xf[t]) exactly: for a power of two, the reciprocal's exponent
-        // field is 254 less its own (a device's division may round).
+        // This lane's 8 results: element q = lane + 32 e of the fragment.
         var v: array<f32, 8>;
-        for (var e = 0u; e < 8u; e++) {
-            let q = lane + 32u * e;
-            let t = min(t0 + ti * 16u + q / 16u, p.n - 1u);
-            v[e] = out_s[slot + q] * bitcast<f32>((254u << 23u) - bitcast<u32>(p.w_scale * xf[t]));
-        }
-        if (GEGLU) {
-            workgroupBarrier();
-            var uh = h00;
-            var ul = l00;
-            switch (ti * 4u + j + H) {
-                case 1u: { uh = h01; ul = l01; }
-                case 2u: { uh = h02; ul = l02; }
-                case 3u: { uh = h03; ul = l03; }
-                case 4u: { uh = h10; ul = l10; }
-                case 5u: { uh = h11; ul = l11; }
-                case 6u: { uh = h12; ul = l12; }
-                case 7u: { uh = h13; ul = l13; }
+        for (var m = 0u; m < select(1u, 2u, GEGLU); m++) {
+            var fh = h00;
+            var fl = l00;
+            switch (ti * 4u + j + m * H) {
+                case 1u: { fh = h01; fl = l01; }
+                case 2u: { fh = h02; fl = l02; }
+                case 3u: { fh = h03; fl = l03; }
+                case 4u: { fh = h10; fl = l10; }
+                case 5u: { fh = h11; fl = l11; }
+                case 6u: { fh = h12; fl = l12; }
+                case 7u: { fh = h13; fl = l13; }
                 default: {}
             }
-            let u = uh + ul * (1.0 / LS);
+            let o = fh + fl * (1.0 / LS);
+            let stride = 16u;
             flush = slot;
-            coopStoreT(u, &out_s[slot], stride);
+            coopStoreT(o, &out_s[slot], stride);
             workgroupBarrier();
             for (var e = 0u; e < 8u; e++) {
                 let q = lane + 32u * e;
                 let t = min(t0 + ti * 16u + q / 16u, p.n - 1u);
-                v[e] = gelu_tanh(v[e]) * (out_s[slot + q] * bitcast<f32>((254u << 23u) - bitcast<u32>(p.w_scale * xf[t])));
+                // 1 / (w_scale · xf[t]) exactly: for a power of two, the reciprocal's
+                // exponent field is 254 less its own (a device's division may round).
+                let r = out_s[slot + q] * bitcast<f32>((254u << 23u) - bitcast<u32>(p.w_scale * xf[t]));
+                if (m == 0u) {
+                    v[e] = r;
+                } else {
+                    v[e] = gelu_tanh(v[e]) * r;
+                }
             }
+            workgroupBarrier();
         }
         for (var e = 0u; e < 8u; e++) {
             let q = lane + 32u * e;
@@ -266,6 +250,5 @@ fn main(
                 }
             }
         }
-        workgroupBarrier();
     }
 }
