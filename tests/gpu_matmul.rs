@@ -742,13 +742,13 @@ fn prefill_matmul_case(k: &Kernels) {
 /// Shapes only the tensor-core kernel's encoder treats specially, on devices that have one:
 /// its large tile (≥ 8192 rows and ≥ 256 tokens; from 1536 rows, split over the columns
 /// when the tiles alone are few) and weight splits in several chunks (hi and lo over
-/// 64 MiB each). The last is Gemma 4 E2B's down projection at 512 tokens: 48 tiles of
+/// 128 MiB each). The last is Gemma 4 E2B's down projection at 512 tokens: 48 tiles of
 /// 128 x 128, split 11 ways.
 #[test]
 fn coop_tiles_and_chunks_match_cpu() {
     let Some(k) = coop_kernels() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(23);
-    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 2100, 40), (GgmlType::Q4_K, 6144, 1536, 512)] {
+    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 4200, 40), (GgmlType::Q4_K, 6144, 1536, 512)] {
         let data = random_matrix(&mut rng, ty, cols, rows);
         let xs = rand_vec(&mut rng, n * cols);
         let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();

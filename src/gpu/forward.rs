@@ -123,8 +123,8 @@ fn layer_max(c: &Config, f: impl Fn(&crate::model::LayerPlan) -> usize) -> usize
 /// GPU memory a model needs before it is loaded: the text weights as stored (towers and
 /// projectors are not uploaded), the KV cache for `context` tokens and the activations.
 /// Not counted: the scratch of tensor-core prefill, on devices that have it (f16 splits of
-/// x and of up to 64 MiB of weight rows, split-K partials, attention scores up to 64 MiB:
-/// a few hundred MB for Gemma 4 E2B), made on first use.
+/// x and of up to 128 MiB of weight rows in each of two parts, split-K partials, attention
+/// scores up to 64 MiB: ~380 MB for Gemma 4 E2B), made on first use.
 pub fn estimate_bytes(file: &GgufFile, context: usize) -> Result<u64> {
     let cfg = Config::from_gguf(&file.gguf)?;
     let tower = |n: &str| n.starts_with("v.") || n.starts_with("a.") || n.starts_with("mm.");

@@ -76,7 +76,12 @@ pub(crate) const COLS_MULTIPLE: usize = 32;
 /// (x by its rows' own scales, `row_scale_cpu`); the product divides both out.
 const WS: f32 = 16.0;
 /// Largest split weight chunk (each of hi and lo), bounded further by the binding limit.
-const SPLIT_MAX_BYTES: u64 = 64 << 20;
+/// A matrix split in two chunks is two split and product dispatches, each grid a few
+/// waves with a partial last one. 128 MiB takes E2B's double-wide [gate; up] (24576 x
+/// 1536: 75 MB a part) in one: H100, prefill 512, four alternated rounds (tok/s, best of
+/// 5), 11,843-11,939 at 64 MiB, 12,165-12,237 at 128 (256: the same), for 134 MB more
+/// scratch (each part's buffer is rounded up to a power of two).
+const SPLIT_MAX_BYTES: u64 = 128 << 20;
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
