@@ -281,6 +281,12 @@ fn matmul_kernel(k: &Kernels, ty: GgmlType, t: usize) -> Result<Arc<Kernel>> {
 /// device has them; fewer stay on the f32 kernel, whose token tiles (≤ MAX_T) fit them.
 const COOP_MIN_TOKENS: usize = MAX_T + 1;
 
+/// Whether a product of `w` over `n` tokens runs on tensor cores: enough tokens, and the
+/// device's tensor-core matmul takes rows of `w.cols`.
+fn on_tensor_cores(k: &Kernels, w: &GpuMatrix, n: usize) -> bool {
+    n >= COOP_MIN_TOKENS && super::matmul_coop::usable(k, w.cols)
+}
+
 /// Error unless `buf` holds `elems` 4-byte elements.
 fn check_len(buf: &wgpu::Buffer, what: &str, elems: usize) -> Result<()> {
     if (elems as u64) * 4 > buf.size() {
@@ -346,8 +352,7 @@ pub fn matmul_geglu(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer,
     if !w.rows.is_multiple_of(2) {
         return Err(Error::Input(format!("matmul_geglu: [gate; up] of {} rows", w.rows)));
     }
-    let coop = n >= COOP_MIN_TOKENS && k.coop_geglu && w.tiles().len() == 1 && super::matmul_coop::usable(k, w.cols);
-    if !coop {
+    if !(k.coop_geglu && w.tiles().len() == 1 && on_tensor_cores(k, w, n)) {
         matmul(k, b, w, x, x_off, n, y, y_off)?;
         return super::elementwise::geglu_fused(k, b, y, y_off, n, w.rows / 2);
     }
@@ -399,7 +404,7 @@ fn plain_matmul(
     y: &wgpu::Buffer,
     y_off: usize,
 ) -> Result<()> {
-    if n >= COOP_MIN_TOKENS && super::matmul_coop::usable(k, w.cols) {
+    if on_tensor_cores(k, w, n) {
         return super::matmul_coop::matmul_coop(k, b, w, range, x, x_off, x_stride, n, CoopOut { y, y_off, route: None, geglu: false });
     }
     // Small batches get the smallest token tile that fits.
@@ -520,7 +525,7 @@ pub fn matmul_routed(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer
         return Ok(());
     }
     let [a, bb, c] = outs;
-    if n >= COOP_MIN_TOKENS && super::matmul_coop::usable(k, w.cols) {
+    if on_tensor_cores(k, w, n) {
         let route = CoopRoute { split_a: a.2, split_b: a.2 + bb.2, y2: (bb.0, bb.1), y3: (c.2 > 0).then_some((c.0, c.1)) };
         return super::matmul_coop::matmul_coop(k, b, w, None, x, x_off, w.cols, n, CoopOut { y: a.0, y_off: a.1, route: Some(route), geglu: false });
     }

@@ -284,8 +284,11 @@ impl SplitJob<'_> {
 /// `x.row_scale` says where to write it) when given.
 pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob>) -> Result<()> {
     let total = job.groups()?;
-    if job.col_stride != 1 || job.row_scale.is_some() || x.is_some_and(|x| x.pairs.is_some()) {
+    if job.col_stride != 1 || job.row_scale.is_some() {
         return Err(Error::Input("split_f16: the first job reads whole rows, scaled alike".into()));
+    }
+    if x.is_some_and(|x| x.pairs.is_some()) {
+        return Err(Error::Input("split_f16: only the first job takes pairs".into()));
     }
     let x_rows_pad = match x {
         None => 0,
