@@ -996,17 +996,23 @@ fn split_k_plan_covers_columns() {
     assert_eq!(split_k_plan(48, 6144).0, 11);
 }
 
-/// The tensor-core kernel's source for both tile shapes passes naga's validation with every
+/// The tensor-core kernel's source for both tile shapes (plain, GEGLU, GROUPED) passes naga's validation with every
 /// capability, so CI (whose adapter has no cooperative matrices) still checks it compiles.
 #[test]
 fn coop_kernel_sources_validate() {
     use rullama::gpu::matmul_coop::{COOP_LARGE, COOP_SMALL};
     use wgpu::naga;
-    for (tile, geglu) in [COOP_SMALL, COOP_LARGE].into_iter().flat_map(|t| [(t, false), (t, true)]) {
-        let src = tile.source(geglu);
+    let sources = [COOP_SMALL, COOP_LARGE].into_iter().flat_map(|t| [(t, t.source(false)), (t, t.source(true)), (t, t.source_grouped())]);
+    for (tile, src) in sources {
         let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
         let mut v = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all());
         v.validate(&module).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
+        // The tile choice checks the device's limit against workgroup_bytes (the H100's
+        // 48 KB holds the large tile to the byte), so it must be what the kernel declares.
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        let declared: u32 = module.global_variables.iter().filter(|(_, g)| g.space == naga::AddressSpace::WorkGroup).map(|(_, g)| layouter[g.ty].size).sum();
+        assert_eq!(declared as usize, tile.workgroup_bytes(), "{tile:?}");
     }
 }
 
@@ -1076,6 +1082,91 @@ fn stacked_parts_match_cpu() {
                         assert!(got.iter().all(|&v| v == SENTINEL), "{ty} n {n}: an absent part is not written");
                     }
                 }
+            }
+        }
+    }
+}
+
+/// moe_sort.wgsl against its CPU twin: each expert's first padded row and each tile's
+/// expert exactly, and the map (whose order within a run is the GPU's) holding each
+/// expert's pairs, each once, in its run, NONE in the padding and past the end. Ids past
+/// the experts are left out. Runs on any adapter (lavapipe in CI).
+#[test]
+fn moe_sort_matches_cpu() {
+    use rullama::gpu::moe::{SortLayout, moe_sort, moe_sort_cpu};
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    for (experts, pairs, bm) in [(5, 37, 4), (128, 4096, 64), (7, 1, 64), (3, 600, 16)] {
+        // A few ids past the experts, and experts with no pairs (the last one).
+        let ids: Vec<u32> = (0..pairs).map(|i| if i % 29 == 7 { experts as u32 + 2 } else { rng.random_range(0..experts.max(2) as u32 - 1) }).collect();
+        let base = 11;
+        let l = SortLayout::new(base, pairs, experts, bm);
+        let info = up_u32(&k, &vec![0xABCD_u32; l.end() + 1]);
+        let idb = up_u32(&k, &ids);
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        moe_sort(&k, &mut b, &idb, pairs, &info, l).unwrap();
+        b.submit().unwrap();
+        let got: Vec<u32> = kernel::read_f32(&k.gpu, &info, 0, l.end() + 1).unwrap().iter().map(|v| v.to_bits()).collect();
+        assert!(got[..base].iter().chain(got.last()).all(|&v| v == 0xABCD), "writes outside the layout");
+        let (poff, tiles) = moe_sort_cpu(&ids, experts, bm);
+        assert_eq!(got[l.poff_off..l.poff_off + experts + 1], poff[..], "{experts} experts, {pairs} pairs");
+        assert_eq!(got[l.tile_off..l.tile_off + tiles.len()], tiles[..]);
+        let map = &got[l.map_off..l.map_off + l.rows];
+        for e in 0..experts {
+            let run = &map[poff[e] as usize..poff[e + 1] as usize];
+            let mut mine: Vec<u32> = run.iter().copied().filter(|&p| p != u32::MAX).collect();
+            mine.sort_unstable();
+            let want: Vec<u32> = (0..pairs as u32).filter(|&p| ids[p as usize] == e as u32).collect();
+            assert_eq!(mine, want, "expert {e}'s run");
+        }
+        assert!(map[poff[experts] as usize..].iter().all(|&p| p == u32::MAX), "past the runs");
+    }
+    // A layout that does not match its sizes is refused.
+    let l = SortLayout::new(0, 10, 4, 8);
+    let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+    let info = up_u32(&k, &vec![0; l.end()]);
+    assert!(moe_sort(&k, &mut b, &up_u32(&k, &[0; 20]), 20, &info, l).is_err());
+}
+
+/// The experts' products for a prefill's many tokens (`matmul_experts` from
+/// EXPERTS_COOP_TOKENS tokens: on tensor cores, pairs grouped by expert) against the CPU,
+/// per token and per pair x, with experts in tiles of two (several chunks), an expert no
+/// pair picks, and y at an offset. On devices without tensor cores the same call takes
+/// the per-pair kernel, which this checks too. 2 × TOL as the other tensor-core cases.
+#[test]
+fn matmul_experts_of_many_tokens_match_cpu() {
+    let mut rng = ChaCha8Rng::seed_from_u64(42);
+    let mut ks: Vec<Kernels> = coop_kernels().into_iter().collect();
+    if ks.is_empty() {
+        ks.push(kernels());
+    }
+    for k in &ks {
+        for (ty, cols, experts, rpe, top_k, n) in [(GgmlType::Q4_K, 256, 5, 64, 2, 70), (GgmlType::Q6_K, 512, 9, 128, 3, 130)] {
+            let rows = experts * rpe;
+            let data = random_matrix(&mut rng, ty, cols, rows);
+            let rb = data.len() / rows;
+            let w = GpuMatrix::upload_with_tile_limit(k, "experts", ty, cols, rows, rpe, &data, (2 * rpe * rb) as u64).unwrap();
+            assert!(w.tiles().len() > 1);
+            // Expert 1 is never picked; slots of a token differ.
+            let ids: Vec<u32> = (0..n * top_k)
+                .map(|i| loop {
+                    let e = rng.random_range(0..experts as u32);
+                    if e != 1 && (i % top_k == 0 || e != (i as u32 * 7) % experts as u32) {
+                        break e;
+                    }
+                })
+                .collect();
+            let idb = up_u32(k, &ids);
+            let q = QMatrix::new(ty, cols, rows, &data).unwrap();
+            for x_per_slot in [false, true] {
+                let x = rand_vec(&mut rng, if x_per_slot { n * top_k } else { n } * cols);
+                let xb = up(k, &x);
+                let y_off = 3;
+                let out = run(k, y_off + n * top_k * rpe, |b, y| matmul_experts(k, b, &w, rpe, &idb, top_k, &xb, 0, x_per_slot, n, y, y_off).unwrap());
+                assert!(out[..y_off].iter().chain(out.last()).all(|&v| v == SENTINEL), "writes outside y");
+                let want = ops::matmul_experts(&x, n, &q, rpe, &ids, top_k, x_per_slot).unwrap();
+                let e = max_rel(&out[y_off..y_off + n * top_k * rpe], &want);
+                assert!(e < 2.0 * TOL, "{ty} {experts} experts of {rpe} rows, {n} tokens, x_per_slot {x_per_slot} (tensor cores {}): rel err {e}", k.gpu.coop);
             }
         }
     }

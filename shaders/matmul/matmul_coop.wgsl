@@ -30,6 +30,14 @@
 // would read both halves back and write the product again. No split-K (the product is
 // not linear).
 //
+// GROUPED (the experts of a mixture-of-experts layer, ggml's mul_mat_id): x rows are the
+// token-expert pairs that moe_sort.wgsl grouped by expert in runs of whole BM-row tiles,
+// split from padded row poff[e0] on; w is the split of experts e0 .. e1 (rpe rows each, a
+// multiple of BN). Workgroup g takes token tile g / row_groups (row_groups: row tiles of
+// an expert) and that tile's expert's row tile g % row_groups; tiles past the chunk's
+// runs return. Result (pair, row) goes to y[y_off + pair · y_stride + row]; padding rows
+// go nowhere.
+//
 // naga 30 writes coopStore before its operands unless they are already evaluated: every
 // coopStore argument is a `let` made before an ordinary assignment (`flush`), which makes
 // naga emit them first.
@@ -56,6 +64,14 @@ struct Params {
     y3_off: u32,
     y_row_stride: u32, // y elements between rows r and r + 1 (1 but for a transposed y)
     w_scale: f32,
+    // GROUPED: the chunk's experts e0 .. e1 of rpe rows each, and where moe_sort.wgsl's
+    // map, experts' first rows and tiles' experts lie in xf (u32 words).
+    e0: u32,
+    e1: u32,
+    rpe: u32,
+    map_off: u32,
+    poff_off: u32,
+    tile_off: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -86,6 +102,7 @@ var<workgroup> s_hi: array<vec4<f16>, ROWS * SKV>;
 var<workgroup> s_lo: array<vec4<f16>, ROWS * SKV>;
 // One 16 x 16 slot per subgroup for the results on their way out.
 var<workgroup> out_s: array<f32, SGM * SGN * 256u>;
+const NONE: u32 = 0xFFFFFFFFu;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -107,8 +124,32 @@ fn main(
     // read from memory once while they run, rather than once per token tile (a large
     // matrix's split weights outgrow L2 between visits). H100: E2B prefill +1-2%.
     let token_tiles = (p.n + BM - 1u) / BM;
-    let tb = (lin % token_tiles) * BM;
-    let rb = (lin / token_tiles) * BN;
+    var tb = (lin % token_tiles) * BM;
+    var rb = (lin / token_tiles) * BN;
+    // GROUPED: the expert's first split row, and the padded row of x row 0.
+    var er0 = 0u;
+    var g0 = 0u;
+    if (GROUPED) {
+        tb = (lin / p.row_groups) * BM;
+        // The tile's expert (-1 past the chunk's runs) and the chunk's first padded row,
+        // made uniform through out_s (as exact f32 integers: the large tile has no
+        // workgroup memory to spare).
+        if (lid == 0u) {
+            let first = bitcast<u32>(xf[p.poff_off + p.e0]);
+            let live = first + tb < bitcast<u32>(xf[p.poff_off + p.e1]);
+            let e = bitcast<u32>(xf[p.tile_off + (first + tb) / BM]);
+            out_s[0] = select(-1.0, f32(e), live);
+            out_s[1] = f32(first);
+        }
+        let ge = workgroupUniformLoad(&out_s[0]);
+        let gf = workgroupUniformLoad(&out_s[1]);
+        if (ge < 0.0) {
+            return;
+        }
+        g0 = u32(gf);
+        er0 = (u32(ge) - p.e0) * p.rpe;
+        rb = er0 + (lin % p.row_groups) * BN;
+    }
     let t0 = tb + tm * 32u;
     let r0 = rb + tn * 16u * FR;
     let k4 = p.cols / 4u;
@@ -239,7 +280,12 @@ fn main(
             let t = t0 + ti * 16u + q / 16u;
             // GEGLU: the pair's index, from the subgroup's interleave block (r0 / (16 FR)).
             let r = select(r0 + j * 16u + q % 16u, (r0 / (16u * FR)) * (8u * FR) + j * 16u + q % 16u, GEGLU);
-            if (t < p.n && r < p.rows) {
+            if (GROUPED) {
+                let pair = bitcast<u32>(xf[p.map_off + g0 + t]);
+                if (pair != NONE) {
+                    y[p.y_off + pair * p.y_stride + r - er0] = v[e];
+                }
+            } else if (t < p.n && r < p.rows) {
                 let R = p.row0 + r;
                 if (R < p.route_a) {
                     y[p.y_off + split * p.split_stride + t * p.y_stride + R * p.y_row_stride] = v[e];

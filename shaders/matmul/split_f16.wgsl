@@ -57,6 +57,16 @@ struct Params {
     // (its GEGLU).
     pair_half: u32,
     pair_off: u32,
+    // x rows through moe_sort.wgsl's map (x_map 1; its words live in xf): row r is padded
+    // row poff[x_e0] + r, which holds pair map[..] (NONE: zeros), whose x row is
+    // pair / x_map_div; rows from poff[x_e1] are not written. The expert product's chunk
+    // of experts x_e0 .. x_e1.
+    x_map: u32,
+    x_map_div: u32,
+    x_map_off: u32,
+    x_poff_off: u32,
+    x_e0: u32,
+    x_e1: u32,
 }
 
 // Where group i of rows of cols8 groups goes: i itself (t = 0) or in tiles of t rows.
@@ -130,8 +140,18 @@ fn weight_group(i: u32) {
 // x row r: its scale (a workgroup maximum), then its 8-element groups.
 fn x_row(r: u32, lid: u32) {
     let cs = p.x_col_stride;
-    let base = p.x_off + r * p.x_stride;
-    let real = r < p.x_rows;
+    var src = r;
+    var real = r < p.x_rows;
+    // Whether the row is written at all (past a mapped chunk's rows it is not).
+    var keep = true;
+    if (p.x_map != 0u) {
+        let g = bitcast<u32>(xf[p.x_poff_off + p.x_e0]) + r;
+        keep = g < bitcast<u32>(xf[p.x_poff_off + p.x_e1]);
+        let pair = select(NONE, bitcast<u32>(xf[p.x_map_off + g]), keep);
+        real = pair != NONE;
+        src = select(0u, pair / p.x_map_div, real);
+    }
+    let base = p.x_off + src * p.x_stride;
     var f = p.x_scale;
     if (p.x_row_scale != 0u) {
         var m = 0.0;
@@ -160,8 +180,10 @@ fn x_row(r: u32, lid: u32) {
         let o = tiled(r * p.x_cols8 + c8, p.x_cols8, p.x_tile_rows);
         let pa = hi_lo(a);
         let pb = hi_lo(b);
-        x_hi[o] = vec4<u32>(pa.xy, pb.xy);
-        x_lo[o] = vec4<u32>(pa.zw, pb.zw);
+        if (keep) {
+            x_hi[o] = vec4<u32>(pa.xy, pb.xy);
+            x_lo[o] = vec4<u32>(pa.zw, pb.zw);
+        }
     }
 }
 

@@ -134,6 +134,11 @@ enum Epilogue<'a> {
     Route { split_a: usize, split_b: usize, y2: (&'a wgpu::Buffer, usize), y3: (&'a wgpu::Buffer, usize) },
 }
 
+/// From this many tokens the experts' products go to tensor cores, grouped by expert
+/// (`matmul_coop::matmul_experts_coop`). Every expert's weights are split there whether
+/// or not a pair uses it, which few tokens do not repay.
+const EXPERTS_COOP_TOKENS: usize = 64;
+
 /// Threads per workgroup of matvec.wgsl.
 const MATVEC_WG: usize = 256;
 
@@ -697,6 +702,11 @@ pub fn matmul_experts_strided(
     check_len(ids, "matmul_experts ids", pairs)?;
     if n == 0 {
         return Ok(());
+    }
+    // Many tokens: pairs grouped by expert on tensor cores, each expert's weights split
+    // once for all its pairs.
+    if n >= EXPERTS_COOP_TOKENS && super::matmul_coop::experts_usable(k, w, rpe) {
+        return super::matmul_coop::matmul_experts_coop(k, b, w, rpe, ids, top_k, (x, x_off, x_stride, x_per_slot), n, y, y_off);
     }
     // One pair per workgroup: pairs rarely share an expert in decode, the hot path.
     let kernel = matmul_kernel(k, w.ty, 1)?;

@@ -41,8 +41,17 @@ impl CoopTile {
     /// The kernel's source for this tile, `geglu` for the variant that writes
     /// gelu_tanh(gate) · up of interleaved [gate; up] rows.
     pub fn source(&self, geglu: bool) -> String {
+        self.source_of(geglu, false)
+    }
+
+    /// The GROUPED variant's source (experts' products over pairs grouped by moe_sort).
+    pub fn source_grouped(&self) -> String {
+        self.source_of(false, true)
+    }
+
+    fn source_of(&self, geglu: bool, grouped: bool) -> String {
         let header = format!(
-            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\nconst GEGLU: bool = {geglu};\n",
+            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\nconst GEGLU: bool = {geglu};\nconst GROUPED: bool = {grouped};\n",
             self.bm, self.bn, self.fr
         );
         compose(&[&header, shaders::MATMUL_COOP, shaders::MATH])
@@ -106,6 +115,12 @@ struct SplitParams {
     x_col_stride: u32,
     pair_half: u32,
     pair_off: u32,
+    x_map: u32,
+    x_map_div: u32,
+    x_map_off: u32,
+    x_poff_off: u32,
+    x_e0: u32,
+    x_e1: u32,
 }
 
 #[repr(C)]
@@ -130,6 +145,12 @@ struct CoopParams {
     y_row_stride: u32,
     /// The products are divided by this and by their x row's scale.
     w_scale: f32,
+    e0: u32,
+    e1: u32,
+    rpe: u32,
+    map_off: u32,
+    poff_off: u32,
+    tile_off: u32,
 }
 
 /// Where a tensor-core matmul writes: y rows of `y_stride` from `y_off` (see `matmul_coop`),
@@ -283,6 +304,21 @@ impl SplitJob<'_> {
 /// offsets and strides, one workgroup a row, each scaled by its own power of two where
 /// `x.row_scale` says where to write it) when given.
 pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob>) -> Result<()> {
+    split_f16_mapped(k, b, job, x, None)
+}
+
+/// x rows of `split_f16_mapped` read through moe_sort.wgsl's map: x row r of the job is
+/// padded row poff[e0] + r of `layout` (in the job's row-scale buffer, which must be
+/// given), whose pair's source row is pair / `div`; the chunk holds experts e0 .. e1.
+#[derive(Clone, Copy)]
+pub struct XMap {
+    pub layout: super::moe::SortLayout,
+    pub div: usize,
+    pub experts: (usize, usize),
+}
+
+/// `split_f16` with the second job's rows mapped (`map`).
+pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob>, map: Option<XMap>) -> Result<()> {
     let total = job.groups()?;
     if job.col_stride != 1 || job.row_scale.is_some() {
         return Err(Error::Input("split_f16: the first job reads whole rows, scaled alike".into()));
@@ -323,7 +359,20 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
         x_col_stride: u32_of(x.map_or(1, |x| x.col_stride), "split_f16 column stride")?,
         pair_half: u32_of(job.pairs.map_or(0, |p| p.0), "split_f16 pairs")?,
         pair_off: u32_of(job.pairs.map_or(0, |p| p.1), "split_f16 pairs")?,
+        x_map: map.is_some() as u32,
+        x_map_div: u32_of(map.map_or(1, |m| m.div), "split_f16 map")?,
+        x_map_off: u32_of(map.map_or(0, |m| m.layout.map_off), "split_f16 map")?,
+        x_poff_off: u32_of(map.map_or(0, |m| m.layout.poff_off), "split_f16 map")?,
+        x_e0: u32_of(map.map_or(0, |m| m.experts.0), "split_f16 map")?,
+        x_e1: u32_of(map.map_or(0, |m| m.experts.1), "split_f16 map")?,
     };
+    if let Some(m) = map {
+        let xf = x.and_then(|x| x.row_scale);
+        if xf.is_none() || m.div == 0 || m.experts.0 >= m.experts.1 || m.experts.1 > m.layout.experts {
+            return Err(Error::Input("split_f16: a mapped x job needs its row scales (where the map lies), a divisor and experts of the map".into()));
+        }
+        check_fits("split_f16 map", &[(xf.unwrap_or(&k.dummy), m.layout.end())])?;
+    }
     let groups = total.div_ceil(256) + x_rows_pad;
     if let Some(x) = x {
         check_fits("split_f16 row scales", &[(x.row_scale.unwrap_or(&k.dummy), x.row_scale.map_or(0, |_| x.rows))])?;
@@ -360,12 +409,12 @@ pub(crate) fn usable(k: &Kernels, cols: usize) -> bool {
         && COOP_SMALL.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize
 }
 
-/// The product kernel for `tile`, `geglu` for its GEGLU variant.
-fn product_kernel(k: &Kernels, tile: CoopTile, geglu: bool) -> Result<std::sync::Arc<super::kernel::Kernel>> {
-    let name = format!("matmul_coop/{}x{}{}", tile.bm, tile.bn, if geglu { "/geglu" } else { "" });
+/// The product kernel for `tile`, `geglu` for its GEGLU variant, `grouped` for GROUPED.
+fn product_kernel(k: &Kernels, tile: CoopTile, geglu: bool, grouped: bool) -> Result<std::sync::Arc<super::kernel::Kernel>> {
+    let name = format!("matmul_coop/{}x{}{}{}", tile.bm, tile.bn, if geglu { "/geglu" } else { "" }, if grouped { "/grouped" } else { "" });
     k.get(&name, || KernelSource {
         name: name.clone(),
-        code: tile.source(geglu),
+        code: tile.source_of(geglu, grouped),
         entry: "main",
         buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read],
     })
@@ -426,7 +475,7 @@ pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wg
         ..Default::default()
     };
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
-    b.dispatch(&product_kernel(k, tile, false)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &xf], &p, grid)
+    b.dispatch(&product_kernel(k, tile, false, false)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &xf], &p, grid)
 }
 
 /// `y[t, r] = Σ_c w[first + r, c] · x[t, c]` on tensor cores for the rows `range` =
@@ -469,7 +518,7 @@ pub(crate) fn matmul_coop(
     if chunk == 0 {
         return Err(Error::Input(format!("matmul: rows of {cols} columns are too long for the tensor-core kernel")));
     }
-    let (kernel, half) = (product_kernel(k, tile, out.geglu)?, tile.pair_half());
+    let (kernel, half) = (product_kernel(k, tile, out.geglu, false)?, tile.pair_half());
     // GeGLU counts pairs (gate row i and up row F + i) where others count rows: each takes
     // two rows of the split and gives one result.
     let (per, width) = if out.geglu { (2, w.rows / 2) } else { (1, 0) };
@@ -523,6 +572,7 @@ pub(crate) fn matmul_coop(
                 y3_off: u32_of(y3.1, "matmul output offset")?,
                 y_row_stride: 1,
                 w_scale: WS,
+                ..Default::default()
             };
             if splits == 1 {
                 b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, y2.0, y3.0, &xf], &p, grid)?;
@@ -534,6 +584,101 @@ pub(crate) fn matmul_coop(
                 split_k_sum(k, b, &part, (splits, n, rc), y, (y_off, y_stride, out0 + c0))?;
             }
             c0 += rc;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `matmul_experts_coop` takes experts of `rpe` rows of `w` on `k`: tensor cores,
+/// whole row tiles per expert, and no more experts than moe_sort holds.
+pub(crate) fn experts_usable(k: &Kernels, w: &GpuMatrix, rpe: usize) -> bool {
+    usable(k, w.cols) && rpe.is_multiple_of(COOP_SMALL.bn) && w.rows / rpe <= super::moe::MAX_EXPERTS && expert_chunk(k, w.cols, rpe) > 0
+}
+
+/// Experts whose split fits one scratch chunk.
+fn expert_chunk(k: &Kernels, cols: usize, rpe: usize) -> usize {
+    let cap = 1u64 << (63 - k.gpu.max_binding().min(SPLIT_MAX_BYTES).leading_zeros());
+    cap as usize / (rpe * cols * 2)
+}
+
+/// The experts' products for many tokens on tensor cores (ggml's mul_mat_id): for each of
+/// the `n · top_k` pairs, `y[y_off + pair · rpe + r] = Σ_c w[ids[pair] · rpe + r, c] ·
+/// x[row, c]`, x rows `x_stride` apart from element `x_off`, one per token (row = pair /
+/// top_k) or one per pair (`x_per_slot`). moe_sort groups the pairs by expert into runs of
+/// whole tiles, so each expert's weights are split once and meet all its pairs in tiles,
+/// instead of being read once per pair. Experts go in chunks whose split fits the scratch
+/// (`expert_chunk`); each chunk's x rows are split through the sort's map, then one
+/// product covers the chunk. The caller checked `experts_usable` and the shapes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_experts_coop(
+    k: &Kernels,
+    b: &mut Batch,
+    w: &GpuMatrix,
+    rpe: usize,
+    ids: &wgpu::Buffer,
+    top_k: usize,
+    (x, x_off, x_stride, x_per_slot): (&wgpu::Buffer, usize, usize, bool),
+    n: usize,
+    y: &wgpu::Buffer,
+    y_off: usize,
+) -> Result<()> {
+    let tile = COOP_SMALL;
+    let (bm, bn, cols) = (tile.bm, tile.bn, w.cols);
+    let (experts, pairs) = (w.rows / rpe, n * top_k);
+    let chunk = expert_chunk(k, cols, rpe);
+    // A chunk of c experts holds at most min(pairs, c · n) pairs, each expert's run padded
+    // by less than a tile.
+    let chunk_rows = |c: usize| (pairs.min(c * n) + c.min(pairs) * (bm - 1)).div_ceil(bm) * bm;
+    let x_rows = chunk_rows(chunk.min(experts));
+    // Row scales first (x_rows words), then the sort's words.
+    let layout = super::moe::SortLayout::new(x_rows, pairs, experts, bm);
+    let info = k.scratch("matmul_coop/experts_info", (layout.end() * 4) as u64);
+    super::moe::moe_sort(k, b, ids, pairs, &info, layout)?;
+    let x_bytes = (x_rows * cols * 2) as u64;
+    let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
+    let kernel = product_kernel(k, tile, false, true)?;
+    let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
+    let row_bytes = w.row_bytes();
+    for t in w.tiles() {
+        let (first, count) = (t.row0 / rpe, t.rows / rpe);
+        let mut e = first;
+        while e < first + count {
+            let c = chunk.min(first + count - e);
+            let rows = c * rpe;
+            let w_bytes = (rows * cols * 2) as u64;
+            let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
+            let w_job = SplitJob { src: &t.buffer, ty: w.ty, byte0: (e - first) * rpe * row_bytes, row_bytes, cols, rows, rows_pad: rows, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1, row_scale: None, pairs: None };
+            let xr = chunk_rows(c);
+            let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: xr, rows_pad: xr, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&info), pairs: None };
+            let map = XMap { layout, div: if x_per_slot { 1 } else { top_k }, experts: (e, e + c) };
+            split_f16_mapped(k, b, &w_job, Some(&x_job), Some(map))?;
+            let groups = (xr / bm) * (rpe / bn);
+            let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
+            let p = CoopParams {
+                cols: u32_of(cols, "matmul columns")?,
+                rows: u32_of(rows, "matmul rows")?,
+                n: u32_of(xr, "matmul_experts rows")?,
+                y_off: u32_of(y_off, "matmul output offset")?,
+                y_stride: u32_of(rpe, "matmul_experts rows per expert")?,
+                row_groups: (rpe / bn) as u32,
+                groups_x,
+                splits: 1,
+                split_cols: cols as u32,
+                route_a: u32::MAX,
+                route_b: u32::MAX,
+                route_end: rows as u32,
+                y_row_stride: 1,
+                w_scale: WS,
+                e0: e as u32,
+                e1: (e + c) as u32,
+                rpe: rpe as u32,
+                map_off: u32_of(layout.map_off, "matmul_experts map")?,
+                poff_off: u32_of(layout.poff_off, "matmul_experts map")?,
+                tile_off: u32_of(layout.tile_off, "matmul_experts map")?,
+                ..Default::default()
+            };
+            b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &info], &p, grid)?;
+            e += c;
         }
     }
     Ok(())

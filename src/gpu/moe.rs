@@ -9,7 +9,7 @@ use super::{check_fits, launch, shaders, u32_of};
 use crate::{Error, Result};
 
 /// Limits of the routing kernel's workgroup arrays (Gemma 4 MoE: 128 experts, 8 used).
-const MAX_EXPERTS: usize = 256;
+pub(crate) const MAX_EXPERTS: usize = 256;
 const MAX_TOP_K: usize = 32;
 
 #[repr(C)]
@@ -102,4 +102,82 @@ pub fn moe_combine(
     launch(k, b, "moe_combine", &code, &access, &[expert_out, weights, out], (n * d).div_ceil(256), |groups_x| {
         CombineParams { groups_x, ..p }
     })
+}
+
+/// Where `moe_sort` writes in its `info` buffer (u32 words): the map of `rows` padded
+/// rows from `map_off`, the experts' first rows (experts + 1) from `poff_off`, the tiles'
+/// experts (rows / bm) from `tile_off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SortLayout {
+    pub map_off: usize,
+    pub poff_off: usize,
+    pub tile_off: usize,
+    pub rows: usize,
+    pub bm: usize,
+    pub experts: usize,
+}
+
+impl SortLayout {
+    /// The layout from word `base` for `pairs` pairs over `experts` experts in tiles of
+    /// `bm` rows: each expert with pairs rounds its run up by less than a tile.
+    pub fn new(base: usize, pairs: usize, experts: usize, bm: usize) -> SortLayout {
+        let rows = (pairs + experts.min(pairs) * (bm - 1)).div_ceil(bm) * bm;
+        SortLayout { map_off: base, poff_off: base + rows, tile_off: base + rows + experts + 1, rows, bm, experts }
+    }
+
+    /// One past the last word.
+    pub fn end(&self) -> usize {
+        self.tile_off + self.rows / self.bm
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct SortParams {
+    pairs: u32,
+    n_experts: u32,
+    bm: u32,
+    rows: u32,
+    map_off: u32,
+    poff_off: u32,
+    tile_off: u32,
+}
+
+/// moe_sort.wgsl: the `pairs` token-expert pairs of `ids` grouped by expert into padded
+/// runs of whole `l.bm`-row tiles, written to `info` as `l` says.
+pub fn moe_sort(k: &Kernels, b: &mut Batch, ids: &wgpu::Buffer, pairs: usize, info: &wgpu::Buffer, l: SortLayout) -> Result<()> {
+    if l.experts == 0 || l.experts > MAX_EXPERTS || l.bm == 0 || l != SortLayout::new(l.map_off, pairs, l.experts, l.bm) {
+        return Err(Error::Input(format!("moe_sort: {pairs} pairs over {} experts (up to {MAX_EXPERTS}) in tiles of {} do not fit {l:?}", l.experts, l.bm)));
+    }
+    check_fits("moe_sort", &[(ids, pairs), (info, l.end())])?;
+    let p = SortParams {
+        pairs: u32_of(pairs, "moe_sort pairs")?,
+        n_experts: l.experts as u32,
+        bm: u32_of(l.bm, "moe_sort tile")?,
+        rows: u32_of(l.rows, "moe_sort rows")?,
+        map_off: u32_of(l.map_off, "moe_sort offset")?,
+        poff_off: u32_of(l.poff_off, "moe_sort offset")?,
+        tile_off: u32_of(l.tile_off, "moe_sort offset")?,
+    };
+    u32_of(l.end(), "moe_sort end")?;
+    launch(k, b, "moe_sort", &[shaders::MOE_SORT], &[Access::Read, Access::ReadWrite], &[ids, info], 1, |_| p)
+}
+
+/// What moe_sort.wgsl writes but the map (whose order within a run is the GPU's):
+/// each expert's first padded row (and the end), and each tile's expert.
+pub fn moe_sort_cpu(ids: &[u32], experts: usize, bm: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut count = vec![0usize; experts];
+    for &e in ids {
+        if (e as usize) < experts {
+            count[e as usize] += 1;
+        }
+    }
+    let mut poff = vec![0u32];
+    let mut tiles = Vec::new();
+    for (e, c) in count.iter().enumerate() {
+        let run = c.div_ceil(bm);
+        tiles.extend(std::iter::repeat_n(e as u32, run));
+        poff.push(poff[e] + (run * bm) as u32);
+    }
+    (poff, tiles)
 }
