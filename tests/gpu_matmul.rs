@@ -1141,7 +1141,7 @@ fn matmul_experts_of_many_tokens_match_cpu() {
         ks.push(kernels());
     }
     for k in &ks {
-        for (ty, cols, experts, rpe, top_k, n) in [(GgmlType::Q4_K, 256, 5, 64, 2, 70), (GgmlType::Q6_K, 512, 9, 128, 3, 130)] {
+        for (ty, cols, experts, rpe, top_k, n) in [(GgmlType::Q4_K, 256, 5, 128, 2, 70), (GgmlType::Q6_K, 512, 9, 128, 3, 130)] {
             let rows = experts * rpe;
             let data = random_matrix(&mut rng, ty, cols, rows);
             let rb = data.len() / rows;
@@ -1169,5 +1169,62 @@ fn matmul_experts_of_many_tokens_match_cpu() {
                 assert!(e < 2.0 * TOL, "{ty} {experts} experts of {rpe} rows, {n} tokens, x_per_slot {x_per_slot} (tensor cores {}): rel err {e}", k.gpu.coop);
             }
         }
+    }
+}
+
+/// split_f16 through moe_sort's map (the tensor-core expert product's split, which CI's
+/// adapter can run though not the product): x row r of a chunk of experts is the pair in
+/// padded row poff[e0] + r, its token's row split (scaled by its own power of two) or
+/// zeros for padding, rows past the chunk's runs untouched; weight rows of an expert no
+/// pair picks are not written, the others split as usual.
+#[test]
+fn split_through_expert_map() {
+    use rullama::gpu::matmul_coop::{SplitJob, XMap, row_scale_cpu, split_f16_cpu, split_f16_mapped};
+    use rullama::gpu::moe::{SortLayout, moe_sort};
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(43);
+    let (experts, rpe, cols, n, top_k, bm) = (4, 8, 64, 6, 2, 4);
+    let ids: Vec<u32> = (0..n * top_k).map(|i| [0, 1, 3][(i * 7 + i / 3) % 3]).collect();
+    let (e0, e1) = (1, 4);
+    let x: Vec<f32> = (0..n * cols).map(|_| rng.random_range(-50.0f32..50.0)).collect();
+    let w: Vec<f32> = (0..experts * rpe * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let x_rows = 16;
+    let layout = SortLayout::new(x_rows, n * top_k, experts, bm);
+    let info = up_u32(&k, &vec![0; layout.end()]);
+    let bytes = |count: usize| kernel::upload(&k.gpu, "part", &vec![0xAB; count * 2]);
+    let (wh, wl, xh, xl) = (bytes((e1 - e0) * rpe * cols), bytes((e1 - e0) * rpe * cols), bytes(x_rows * cols), bytes(x_rows * cols));
+    let (wb, xb) = (up(&k, &w), up(&k, &x));
+    let w_job = SplitJob { src: &wb, ty: GgmlType::F32, byte0: e0 * rpe * cols * 4, row_bytes: cols * 4, cols, rows: (e1 - e0) * rpe, rows_pad: (e1 - e0) * rpe, scale: 16.0, hi: &wh, lo: &wl, tile_rows: 0, col_stride: 1, row_scale: None, pairs: None };
+    let x_job = SplitJob { src: &xb, ty: GgmlType::F32, byte0: 0, row_bytes: cols * 4, cols, rows: x_rows, rows_pad: x_rows, scale: 1.0, hi: &xh, lo: &xl, tile_rows: 0, col_stride: 1, row_scale: Some(&info), pairs: None };
+    let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+    moe_sort(&k, &mut b, &up_u32(&k, &ids), n * top_k, &info, layout).unwrap();
+    split_f16_mapped(&k, &mut b, &w_job, Some(&x_job), Some(XMap { layout, div: top_k, experts: (e0, e1), rpe })).unwrap();
+    b.submit().unwrap();
+    let words: Vec<u32> = kernel::read_f32(&k.gpu, &info, 0, layout.end()).unwrap().iter().map(|v| v.to_bits()).collect();
+    let halves = |buf: &wgpu::Buffer, count: usize| -> Vec<u16> { bytemuck::cast_slice::<u8, u16>(&kernel::read_back(&k.gpu, buf, 0, (count * 2) as u64).unwrap()).to_vec() };
+    let (gxh, gwh) = (halves(&xh, x_rows * cols), halves(&wh, (e1 - e0) * rpe * cols));
+    let (first, end) = (words[layout.poff_off + e0] as usize, words[layout.poff_off + e1] as usize);
+    assert!(end - first <= x_rows);
+    for r in 0..x_rows {
+        let row = &gxh[r * cols..(r + 1) * cols];
+        if first + r >= end {
+            assert!(row.iter().all(|&h| h == 0xABAB), "row {r} past the chunk's runs was written");
+            continue;
+        }
+        let pair = words[layout.map_off + first + r];
+        if pair == u32::MAX {
+            assert!(row.iter().all(|&h| h == 0), "padding row {r} not zero");
+            continue;
+        }
+        let src = &x[(pair as usize / top_k) * cols..][..cols];
+        let s = row_scale_cpu(src.iter().copied());
+        assert_eq!(f32::from_bits(words[r]), s, "row {r}'s scale");
+        let want: Vec<u16> = src.iter().map(|v| split_f16_cpu(v * s).0.to_bits()).collect();
+        assert_eq!(row, &want[..], "row {r} (pair {pair})");
+    }
+    for (i, &h) in gwh.iter().enumerate() {
+        let e = e0 + i / cols / rpe;
+        let want = if e == 2 { 0xABAB } else { split_f16_cpu(w[e0 * rpe * cols + i] * 16.0).0.to_bits() };
+        assert_eq!(h, want, "weight element {i} (expert {e})");
     }
 }

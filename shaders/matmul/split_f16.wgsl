@@ -67,6 +67,9 @@ struct Params {
     x_poff_off: u32,
     x_e0: u32,
     x_e1: u32,
+    // With the map: the first job holds experts x_e0 .. of w_rpe rows each, and rows of
+    // an expert no pair picks are not written (the product reads none of them).
+    w_rpe: u32,
 }
 
 // Where group i of rows of cols8 groups goes: i itself (t = 0) or in tiles of t rows.
@@ -124,6 +127,12 @@ fn weight_group(i: u32) {
     }
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
+    if (p.w_rpe != 0u) {
+        let e = p.x_e0 + (i / p.cols8) / p.w_rpe;
+        if (bitcast<u32>(xf[p.x_poff_off + e]) == bitcast<u32>(xf[p.x_poff_off + e + 1u])) {
+            return;
+        }
+    }
     let r = source_row(i / p.cols8);
     let c4 = 2u * (i % p.cols8);
     if (r != NONE) {

@@ -135,8 +135,9 @@ enum Epilogue<'a> {
 }
 
 /// From this many tokens the experts' products go to tensor cores, grouped by expert
-/// (`matmul_coop::matmul_experts_coop`). Every expert's weights are split there whether
-/// or not a pair uses it, which few tokens do not repay.
+/// (`matmul_coop::matmul_experts_coop`). H100, Gemma 4 26B-A4B layout, prefill tok/s
+/// (best / median of 3), per pair against grouped: 16 tokens 395 / 274 against 313 / 313,
+/// 32 tokens 502 / 325 against 483 / 468, 64 tokens 584 / 583 against 1,140 / 1,135.
 const EXPERTS_COOP_TOKENS: usize = 64;
 
 /// Threads per workgroup of matvec.wgsl.
