@@ -263,7 +263,8 @@ fn matmul_experts_matches_cpu() {
             let ids: Vec<u32> = vec![4, 0, 2, 4, 1, 3];
             let idb = up_u32(&k, &ids);
             let q = QMatrix::new(ty, cols, rows, &data).unwrap();
-            for x_per_slot in [false, true] {
+            // One token takes the decode matvec, several the per-pair kernel.
+            for (n, x_per_slot) in [1, n].into_iter().flat_map(|n| [(n, false), (n, true)]) {
                 let x = rand_vec(&mut rng, if x_per_slot { n * top_k } else { n } * cols);
                 let xb = up(&k, &x);
                 let y_off = 5;
@@ -271,9 +272,9 @@ fn matmul_experts_matches_cpu() {
                     matmul_experts(&k, b, &w, rpe, &idb, top_k, &xb, 0, x_per_slot, n, y, y_off).unwrap()
                 });
                 assert!(out[..y_off].iter().chain(out.last()).all(|&v| v == SENTINEL), "writes outside y");
-                let want = ops::matmul_experts(&x, n, &q, rpe, &ids, top_k, x_per_slot).unwrap();
+                let want = ops::matmul_experts(&x, n, &q, rpe, &ids[..n * top_k], top_k, x_per_slot).unwrap();
                 let e = max_rel(&out[y_off..y_off + n * top_k * rpe], &want);
-                assert!(e < TOL, "{ty} {} x_per_slot {x_per_slot}: rel err {e}", variant_name(&k));
+                assert!(e < TOL, "{ty} {} {n} tokens, x_per_slot {x_per_slot}: rel err {e}", variant_name(&k));
             }
         }
     }

@@ -1,6 +1,6 @@
 // Matrix-vector product for decoding one token, y[r] = Σ_c w[r, c] · x[c], over one tile of
 // weight rows stored as raw GGUF blocks. Composed after a header (WG, TPR, CPT, RN, PAIR,
-// PRELOAD, TILES, XN), the weight type's shaders/quant files, quant/span.wgsl, its chunk loads and dot product
+// PRELOAD, TILES, XN, EXPERTS), the weight type's shaders/quant files, quant/span.wgsl, its chunk loads and dot product
 // (`CH`, `Chunk`, `chunk_load(row_byte, c)`: chunk c's raw words — CH elements, laid out
 // as the type likes — of the row at byte row_byte, loads only; `chunk_dot(chunk,
 // row_byte, c, xo)`: its dot product with x from vec4 xo, read through `xin`;
@@ -38,7 +38,11 @@
 // 2 (GELU_MUL) y[r] = gelu_tanh(w_r · x) · other[other_off + r] (the
 // per-layer-embedding gate); 3 (ROUTE) the tile stacks [q; k; v]: rows below split_a go
 // to y, rows below split_b to y2 from y2_off, the rest to y3 from y3_off (the attention
-// input projections, straight into q and the KV cache).
+// input projections, straight into q and the KV cache). With EXPERTS (a header constant,
+// so the other matvecs carry none of it; ggml's mul_mat_id for one token) output row r is row r % rpe of expert ids[r / rpe] (read from `other` from
+// other_off, as u32 bits), the tile holding experts e0 .. e0 + e_count (rows of experts
+// elsewhere are not written), against x from x_off4 + (r / rpe) · x_slot4 (x_slot4 0: one
+// x for every slot). The input is read from its buffer (XN = 0, no prologue).
 
 struct Params {
     chunks: u32,     // chunks per row
@@ -63,10 +67,24 @@ struct Params {
     pre: u32,
     scale: f32,
     eps: f32,
+    // EXPERTS: rows per expert, the tile's experts, x's stride per slot in vec4s.
+    rpe: u32,
+    e0: u32,
+    e_count: u32,
+    x_slot4: u32,
 }
 
 const GELU_MUL: u32 = 2u;
 const ROUTE: u32 = 3u;
+
+// EXPERTS: the tile's byte offset of output row `row`'s weights (clamped to the matrix's
+// rows), and whether its expert lies in this tile.
+fn expert_row(row: u32) -> vec2<u32> {
+    let r = min(row, p.rows - 1u);
+    let e = bitcast<u32>(other[p.other_off + r / p.rpe]) - p.e0;
+    let here = e < p.e_count;
+    return vec2<u32>((select(0u, e, here) * p.rpe + r % p.rpe) * p.row_bytes, u32(here));
+}
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
@@ -190,7 +208,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     for (var tile = 0u; tile < TILES; tile++) {
         let row = (lin * TILES + tile) * ROWS + lid / TPR;
-        let rb = min(row, p.rows - 1u) * p.row_bytes;
+        var rb = min(row, p.rows - 1u) * p.row_bytes;
+        var xo = p.x_off4;
+        var here = true;
+        if (EXPERTS) {
+            let er = expert_row(row);
+            rb = er.x;
+            here = er.y != 0u;
+            xo += (min(row, p.rows - 1u) / p.rpe) * p.x_slot4;
+        }
         let rb_up = rb + p.rows * p.row_bytes;
         var acc = 0.0;
         var acc2 = 0.0;
@@ -203,18 +229,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             } else {
                 t = chunk_load(rb, cc);
             }
-            acc += select(0.0, chunk_dot(t, rb, cc, p.x_off4), c <= last);
+            acc += select(0.0, chunk_dot(t, rb, cc, xo), c <= last);
             if (PAIR) {
                 if (PRELOAD) {
                     t = wu[i];
                 } else {
                     t = chunk_load(rb_up, cc);
                 }
-                acc2 += select(0.0, chunk_dot(t, rb_up, cc, p.x_off4), c <= last);
+                acc2 += select(0.0, chunk_dot(t, rb_up, cc, xo), c <= last);
             }
         }
         let sums = row_sums(acc, acc2, lid, lane);
-        if (lane == 0u && row < p.rows) {
+        if (lane == 0u && row < p.rows && here) {
             var v = sums.x;
             if (PAIR) {
                 v = gelu_tanh(v) * sums.y;

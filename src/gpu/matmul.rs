@@ -69,6 +69,10 @@ struct MatvecParams {
     pre: u32,
     scale: f32,
     eps: f32,
+    rpe: u32,
+    e0: u32,
+    e_count: u32,
+    x_slot4: u32,
 }
 
 /// The input of a one-token matvec: a vector, or the result of a residual step that the
@@ -132,6 +136,9 @@ enum Epilogue<'a> {
     GeluMul(&'a wgpu::Buffer, usize),
     /// Rows from `split_a` go to the second output, from `split_b` to the third.
     Route { split_a: usize, split_b: usize, y2: (&'a wgpu::Buffer, usize), y3: (&'a wgpu::Buffer, usize) },
+    /// `w` stacks experts of `rpe` rows; output row r is row r % rpe of expert
+    /// `ids[r / rpe]` (top_k slots), with x advanced `x_slot` floats a slot.
+    Experts { ids: &'a wgpu::Buffer, rpe: usize, top_k: usize, x_slot: usize },
 }
 
 /// From this many tokens the experts' products go to tensor cores, grouped by expert
@@ -564,9 +571,14 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 /// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`, then the epilogue.
 #[allow(clippy::too_many_arguments)]
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
-    let ch = matvec_chunk(w.ty, w.rows);
+    // The rows a dispatch computes, which the shape rules go by.
+    let (shape_rows, experts) = match epi {
+        Epilogue::Experts { rpe, top_k, .. } => (rpe * top_k, true),
+        _ => (w.rows, false),
+    };
+    let ch = matvec_chunk(w.ty, shape_rows);
     let chunks = w.cols / ch;
-    let tpr = matvec_tpr(chunks, w.rows, matches!(input, MatvecIn::Residual(_)));
+    let tpr = matvec_tpr(chunks, shape_rows, matches!(input, MatvecIn::Residual(_)));
     let cpt = chunks.div_ceil(tpr);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
     let sg = super::uniform_subgroups(k) == Some(32);
@@ -582,12 +594,12 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let tiles = if rn > 0 && !preload { out_rows.div_ceil(rows_per_group).div_ceil(FOLDED_MAX_GROUPS) } else { 1 };
     // XN: the input staged as integers for the chunk dot products (see INT_DOT_ROWS). Its
     // limbs take workgroup memory, so rows no longer than a folded input's.
-    let staged = rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX);
+    let staged = !experts && (rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX));
     let xn = if k.int_dot && staged && shaders::has_int_dot(w.ty) { w.cols } else { 0 };
-    let name = format!("matvec/{}/ch{ch}/tpr{tpr}/cpt{cpt}/t{tiles}/rn{rn}/{}/{}{tag}/xn{xn}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" });
+    let name = format!("matvec/{}/ch{ch}/tpr{tpr}/cpt{cpt}/t{tiles}/rn{rn}/{}/{}{tag}/xn{xn}{}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" }, if experts { "/experts" } else { "" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst TILES: u32 = {tiles}u;\nconst XN: u32 = {xn}u;\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst TILES: u32 = {tiles}u;\nconst XN: u32 = {xn}u;\nconst EXPERTS: bool = {experts};\n");
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
@@ -614,9 +626,14 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         Epilogue::GeluPair => (1, (&k.dummy, 0), (0, 0), unrouted),
         Epilogue::GeluMul(o, off) => (2, (o, off), (0, 0), unrouted),
         Epilogue::Route { split_a, split_b, y2, y3 } => (3, (&k.dummy, 0), (split_a, split_b), (y2, y3)),
+        Epilogue::Experts { ids, .. } => (0, (ids, 0), (0, 0), unrouted),
+    };
+    let (rpe, x_slot) = match epi {
+        Epilogue::Experts { rpe, x_slot, .. } => (rpe, x_slot),
+        _ => (1, 0),
     };
     for tile in w.tiles() {
-        let rows = if gelu_pair { tile.rows / 2 } else { tile.rows };
+        let rows = if gelu_pair { tile.rows / 2 } else if experts { shape_rows } else { tile.rows };
         let (grid, groups_x) = grid_1d(rows.div_ceil(rows_per_group * tiles), k.gpu.limits.max_compute_workgroups_per_dimension);
         let p = MatvecParams {
             chunks: chunks as u32,
@@ -624,10 +641,10 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
             row_bytes: w.row_bytes() as u32,
             x_off4: (x_off / 4) as u32,
             y_off: y_off as u32,
-            row0: tile.row0 as u32,
+            row0: if experts { 0 } else { tile.row0 as u32 },
             groups_x,
             mode,
-            other_off: (other_off + tile.row0) as u32,
+            other_off: if experts { 0 } else { (other_off + tile.row0) as u32 },
             split_a: split_a as u32,
             split_b: split_b as u32,
             y2_off: y2.1 as u32,
@@ -639,6 +656,10 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
             pre: resid.is_some_and(|r| r.pre.is_some()) as u32,
             scale: resid.map_or(1.0, |r| r.scale),
             eps: resid.map_or(0.0, |r| r.eps),
+            rpe: rpe as u32,
+            e0: (tile.row0 / rpe) as u32,
+            e_count: (tile.rows / rpe) as u32,
+            x_slot4: (x_slot / 4) as u32,
         };
         // The weights are bound twice: as 4-byte words (w) and 16-byte words (w4).
         b.dispatch(&kernel, &[&tile.buffer, x, y, other, y2.0, y3.0, a, x_out, post, pre, &tile.buffer], &p, grid)?;
@@ -709,7 +730,12 @@ pub fn matmul_experts_strided(
     if n >= EXPERTS_COOP_TOKENS && super::matmul_coop::experts_usable(k, w, rpe) {
         return super::matmul_coop::matmul_experts_coop(k, b, w, rpe, ids, top_k, (x, x_off, x_stride, x_per_slot), n, y, y_off);
     }
-    // One pair per workgroup: pairs rarely share an expert in decode, the hot path.
+    // One token: the decode matvec over the chosen experts' rows.
+    if n == 1 && x_off.is_multiple_of(4) && x_stride.is_multiple_of(4) && w.cols.is_multiple_of(matvec_chunk(w.ty, rpe * top_k)) {
+        let x_slot = if x_per_slot { x_stride } else { 0 };
+        return matvec(k, b, w, MatvecIn::Vector(x, x_off), y, y_off, Epilogue::Experts { ids, rpe, top_k, x_slot });
+    }
+    // One pair per workgroup.
     let kernel = matmul_kernel(k, w.ty, 1)?;
     let row_groups = rpe.div_ceil(RW as usize);
     let p = MatmulParams {

@@ -154,6 +154,31 @@ struct CoopParams {
     tile_off: u32,
 }
 
+impl CoopParams {
+    /// A product of `rows` rows of `cols` columns over `n` tokens into y rows of
+    /// `y_stride` from `y_off`, in `row_groups` row tiles, one column range, not routed:
+    /// what every caller sets before its own fields.
+    fn new(cols: usize, rows: usize, n: usize, (y_off, y_stride): (usize, usize), row_groups: usize, groups_x: u32) -> Result<CoopParams> {
+        Ok(CoopParams {
+            cols: u32_of(cols, "matmul columns")?,
+            rows: u32_of(rows, "matmul rows")?,
+            n: u32_of(n, "matmul tokens")?,
+            y_off: u32_of(y_off, "matmul output offset")?,
+            y_stride: u32_of(y_stride, "matmul output stride")?,
+            row_groups: u32_of(row_groups, "matmul row tiles")?,
+            groups_x,
+            splits: 1,
+            split_cols: cols as u32,
+            route_a: u32::MAX,
+            route_b: u32::MAX,
+            route_end: rows as u32,
+            y_row_stride: 1,
+            w_scale: WS,
+            ..Default::default()
+        })
+    }
+}
+
 /// Where a tensor-core matmul writes: y rows of `y_stride` from `y_off` (see `matmul_coop`),
 /// or for a stacked [a; b; c] matrix rows from `split_a` to `y2` and from `split_b` to
 /// `y3`, each part's rows packed (`route`). `geglu`: the matrix stacks [gate; up] (2F
@@ -464,21 +489,8 @@ pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wg
     let tiles = (rp / tile.bn) * (n_pad / tile.bm);
     let (grid, groups_x) = grid_1d(tiles, k.gpu.limits.max_compute_workgroups_per_dimension);
     let p = CoopParams {
-        cols: u32_of(cols, "matmul columns")?,
-        rows: u32_of(rows, "matmul rows")?,
-        n: u32_of(n, "matmul tokens")?,
-        y_off: u32_of(y_off, "matmul output offset")?,
-        y_stride: u32_of(y_stride, "matmul output stride")?,
-        row_groups: (rp / tile.bn) as u32,
-        groups_x,
-        splits: 1,
-        split_cols: cols as u32,
-        route_a: u32::MAX,
-        route_b: u32::MAX,
-        route_end: rows as u32,
         y_row_stride: u32_of(y_row_stride, "matmul output row stride")?,
-        w_scale: WS,
-        ..Default::default()
+        ..CoopParams::new(cols, rows, n, (y_off, y_stride), rp / tile.bn, groups_x)?
     };
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
     b.dispatch(&product_kernel(k, tile, false, false)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &xf], &p, grid)
@@ -560,25 +572,15 @@ pub(crate) fn matmul_coop(
             }
             let (grid, groups_x) = grid_1d(tiles * splits, k.gpu.limits.max_compute_workgroups_per_dimension);
             let mut p = CoopParams {
-                cols: u32_of(cols, "matmul columns")?,
-                rows: rc as u32,
-                n: u32_of(n, "matmul tokens")?,
-                y_off: u32_of(y_off, "matmul output offset")?,
-                y_stride: u32_of(y_stride, "matmul output stride")?,
                 row0: u32_of(out0 + c0, "matmul output row")?,
-                row_groups: (rp / bn) as u32,
-                groups_x,
                 splits: splits as u32,
                 split_cols: split_cols as u32,
-                split_stride: 0,
                 route_a,
                 route_b,
                 route_end: w.rows as u32,
                 y2_off: u32_of(y2.1, "matmul output offset")?,
                 y3_off: u32_of(y3.1, "matmul output offset")?,
-                y_row_stride: 1,
-                w_scale: WS,
-                ..Default::default()
+                ..CoopParams::new(cols, rc, n, (y_off, y_stride), rp / bn, groups_x)?
             };
             if splits == 1 {
                 b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, y2.0, y3.0, &xf], &p, grid)?;
@@ -665,27 +667,13 @@ pub(crate) fn matmul_experts_coop(
             let groups = (xr / bm) * (rpe / bn);
             let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
             let p = CoopParams {
-                cols: u32_of(cols, "matmul columns")?,
-                rows: u32_of(rows, "matmul rows")?,
-                n: u32_of(xr, "matmul_experts rows")?,
-                y_off: u32_of(y_off, "matmul output offset")?,
-                y_stride: u32_of(rpe, "matmul_experts rows per expert")?,
-                row_groups: (rpe / bn) as u32,
-                groups_x,
-                splits: 1,
-                split_cols: cols as u32,
-                route_a: u32::MAX,
-                route_b: u32::MAX,
-                route_end: rows as u32,
-                y_row_stride: 1,
-                w_scale: WS,
                 e0: e as u32,
                 e1: (e + c) as u32,
                 rpe: rpe as u32,
                 map_off: u32_of(layout.map_off, "matmul_experts map")?,
                 poff_off: u32_of(layout.poff_off, "matmul_experts map")?,
                 tile_off: u32_of(layout.tile_off, "matmul_experts map")?,
-                ..Default::default()
+                ..CoopParams::new(cols, rows, xr, (y_off, rpe), rpe / bn, groups_x)?
             };
             b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &info], &p, grid)?;
             e += c;
