@@ -1229,3 +1229,40 @@ fn split_through_expert_map() {
         assert_eq!(h, want, "weight element {i} (expert {e})");
     }
 }
+
+/// One token's experts of stacked [gate; up] with GeGLU in the decode matvec
+/// (`matvec_experts_geglu`) against the CPU's product of each slot's expert and GeGLU, for
+/// every type, experts in tiles of two (2 × TOL: tanh, as the other GeGLU cases).
+#[test]
+fn matvec_experts_geglu_matches_cpu() {
+    use rullama::gpu::matmul::matvec_experts_geglu;
+    let mut rng = ChaCha8Rng::seed_from_u64(44);
+    let k = kernels();
+    let (experts, fe, top_k) = (5, 6, 3);
+    for &ty in TYPES {
+        let cols = cols_for(ty);
+        let rows = experts * 2 * fe;
+        let data = random_matrix(&mut rng, ty, cols, rows);
+        let rb = data.len() / rows;
+        let w = GpuMatrix::upload_with_tile_limit(&k, "experts", ty, cols, rows, 2 * fe, &data, (2 * 2 * fe * rb) as u64).unwrap();
+        assert!(w.tiles().len() > 1);
+        let ids = [4u32, 0, 3];
+        let x = rand_vec(&mut rng, cols);
+        let (xb, idb) = (up(&k, &x), up_u32(&k, &ids));
+        let out = run(&k, 2 + top_k * fe, |b, y| matvec_experts_geglu(&k, b, &w, fe, &idb, top_k, &xb, 0, y, 2).expect("shapes suit it").unwrap());
+        assert!(out[..2].iter().chain(out.last()).all(|&v| v == SENTINEL), "writes outside y");
+        let q = QMatrix::new(ty, cols, rows, &data).unwrap();
+        let want: Vec<f32> = ids
+            .iter()
+            .flat_map(|&e| {
+                let e = e as usize;
+                let gu = ops::matmul(&x, 1, &q.slice_rows(e * 2 * fe, (e + 1) * 2 * fe)).unwrap();
+                let mut g = gu[..fe].to_vec();
+                ops::geglu(&mut g, &gu[fe..]);
+                g
+            })
+            .collect();
+        let e = max_rel(&out[2..2 + top_k * fe], &want);
+        assert!(e < 2.0 * TOL, "{ty}: rel err {e}");
+    }
+}

@@ -42,7 +42,8 @@
 // so the other matvecs carry none of it; ggml's mul_mat_id for one token) output row r is row r % rpe of expert ids[r / rpe] (read from `other` from
 // other_off, as u32 bits), the tile holding experts e0 .. e0 + e_count (rows of experts
 // elsewhere are not written), against x from x_off4 + (r / rpe) · x_slot4 (x_slot4 0: one
-// x for every slot). The input is read from its buffer (XN = 0, no prologue).
+// x for every slot). The input is read from its buffer (XN = 0, no prologue). With PAIR
+// too, each expert stacks [gate; up] and row r gets GeGLU of its gate and up rows.
 
 struct Params {
     chunks: u32,     // chunks per row
@@ -79,11 +80,14 @@ const ROUTE: u32 = 3u;
 
 // EXPERTS: the tile's byte offset of output row `row`'s weights (clamped to the matrix's
 // rows), and whether its expert lies in this tile.
+// With PAIR each expert stacks [gate; up] (2 · rpe rows) and the row's up row follows
+// its gate row by rpe rows.
 fn expert_row(row: u32) -> vec2<u32> {
     let r = min(row, p.rows - 1u);
     let e = bitcast<u32>(other[p.other_off + r / p.rpe]) - p.e0;
     let here = e < p.e_count;
-    return vec2<u32>((select(0u, e, here) * p.rpe + r % p.rpe) * p.row_bytes, u32(here));
+    let block = select(1u, 2u, PAIR) * p.rpe;
+    return vec2<u32>((select(0u, e, here) * block + r % p.rpe) * p.row_bytes, u32(here));
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -217,7 +221,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             here = er.y != 0u;
             xo += (min(row, p.rows - 1u) / p.rpe) * p.x_slot4;
         }
-        let rb_up = rb + p.rows * p.row_bytes;
+        let rb_up = rb + select(p.rows, p.rpe, EXPERTS) * p.row_bytes;
         var acc = 0.0;
         var acc2 = 0.0;
         for (var i = 0u; i < CPT; i++) {

@@ -361,7 +361,12 @@ impl Loader<'_> {
 
     /// A small vector (norm weights, scales) expanded to f32.
     fn vector(&mut self, name: &str) -> Result<wgpu::Buffer> {
-        let v = self.file.view(name)?.to_f32()?;
+        self.vector_map(name, |v| v)
+    }
+
+    /// `vector` with `f` applied to each element.
+    fn vector_map(&mut self, name: &str, f: impl Fn(f32) -> f32) -> Result<wgpu::Buffer> {
+        let v: Vec<f32> = self.file.view(name)?.to_f32()?.into_iter().map(f).collect();
         self.bytes += (v.len() * 4) as u64;
         Ok(kernel::upload(&self.k.gpu, name, bytemuck::cast_slice(&v)))
     }
@@ -491,7 +496,9 @@ impl GpuModel {
                 None => None,
                 Some(m) => Some(MoeLayer {
                     router: l.matrix(&n("ffn_gate_inp.weight"))?,
-                    router_scale: l.vector(&n("ffn_gate_inp.scale"))?,
+                    // The router's input is RMS(x) · scale · D^-½ (spec §6.6): D^-½ goes
+                    // into the scale here, as the CPU path does, not a dispatch a layer.
+                    router_scale: l.vector_map(&n("ffn_gate_inp.scale"), |s| s / (cfg.hidden as f32).sqrt())?,
                     gate_up: match m.gate_up {
                         ExpertGateUp::Fused => vec![l.stacked(&n("ffn_gate_up_exps.weight"), 2 * m.expert_ffn)?],
                         ExpertGateUp::Split => vec![
@@ -910,14 +917,18 @@ impl GpuModel {
         let mc = c.moe.as_ref().expect("MoE layer implies MoE config");
         let (d, fe, kk) = (c.hidden, mc.expert_ffn, mc.n_used);
         norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&m.post_norm_1), c.eps)?;
-        // Router: RMS0(x) · D^-½ ⊙ scale, then logits, softmax, top-k, renormalise, × expert scale.
+        // Router: RMS0(x) ⊙ (scale · D^-½, made at load), then logits, softmax, top-k,
+        // renormalise, × expert scale.
         norm::rms_norm_to(k, b, x, 0, &ms.z, 0, n, d, Some(&m.router_scale), c.eps, false)?;
-        elementwise::scale(k, b, &ms.z, 0, n * d, (d as f32).powf(-0.5))?;
         matmul::matmul(k, b, &m.router, &ms.z, 0, n, &ms.router_logits, 0)?;
         moe::moe_route(k, b, &ms.router_logits, 0, n, mc.n_experts, kk, &m.per_expert_scale, &ms.ids, &ms.weights)?;
         // Experts see RMS(x; pre_ffw_norm_2).
         norm::rms_norm_to(k, b, x, 0, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps, false)?;
         match m.gate_up.as_slice() {
+            // One token: the matvec applies GeGLU itself and writes rows of fe.
+            [fused] if n == 1 && matmul::matvec_experts_geglu(k, b, fused, fe, &ms.ids, kk, &ms.z, 0, &ms.gate_up, 0).transpose()?.is_some() => {
+                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, fe, true, n, &ms.down, 0)?;
+            }
             [fused] => {
                 matmul::matmul_experts(k, b, fused, 2 * fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
                 elementwise::geglu_fused(k, b, &ms.gate_up, 0, n * kk, fe)?;
@@ -933,8 +944,8 @@ impl GpuModel {
             _ => unreachable!("one fused or two split gate/up tensors"),
         }
         moe::moe_combine(k, b, &ms.down, &ms.weights, n, kk, d, &ms.out, 0)?;
-        norm::rms_norm(k, b, &ms.out, 0, n, d, Some(&m.post_norm_2), c.eps)?;
-        elementwise::add(k, b, &s.ffn, 0, &ms.out, 0, n * d)
+        // ffn += RMS(out; post_ffw_norm_2), the add inside the norm's dispatch.
+        norm::rms_norm_to(k, b, &ms.out, 0, &s.ffn, 0, n, d, Some(&m.post_norm_2), c.eps, true)
     }
 
     /// LM head + softcap for rows `[r0, r0+rows)` of `s.y` (the final norm, which the last

@@ -137,8 +137,9 @@ enum Epilogue<'a> {
     /// Rows from `split_a` go to the second output, from `split_b` to the third.
     Route { split_a: usize, split_b: usize, y2: (&'a wgpu::Buffer, usize), y3: (&'a wgpu::Buffer, usize) },
     /// `w` stacks experts of `rpe` rows; output row r is row r % rpe of expert
-    /// `ids[r / rpe]` (top_k slots), with x advanced `x_slot` floats a slot.
-    Experts { ids: &'a wgpu::Buffer, rpe: usize, top_k: usize, x_slot: usize },
+    /// `ids[r / rpe]` (top_k slots), with x advanced `x_slot` floats a slot. `geglu`: each
+    /// expert stacks [gate; up] (2 · rpe rows) and row r gets their GeGLU.
+    Experts { ids: &'a wgpu::Buffer, rpe: usize, top_k: usize, x_slot: usize, geglu: bool },
 }
 
 /// From this many tokens the experts' products go to tensor cores, grouped by expert
@@ -585,7 +586,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     // RN: the staged row length of a residual input (0: x is read from its buffer).
     let rn = if matches!(input, MatvecIn::Residual(_)) { w.cols } else { 0 };
     let (wg_reduce, tag) = super::reduce(k);
-    let gelu_pair = matches!(epi, Epilogue::GeluPair);
+    let gelu_pair = matches!(epi, Epilogue::GeluPair | Epilogue::Experts { geglu: true, .. });
     // Follows from rn, which the name already holds.
     let preload = rn > 0 && rn <= PRELOAD_MAX_COLS;
     // Row tiles per workgroup: see FOLDED_MAX_GROUPS.
@@ -633,7 +634,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         _ => (1, 0),
     };
     for tile in w.tiles() {
-        let rows = if gelu_pair { tile.rows / 2 } else if experts { shape_rows } else { tile.rows };
+        let rows = if experts { shape_rows } else if gelu_pair { tile.rows / 2 } else { tile.rows };
         let (grid, groups_x) = grid_1d(rows.div_ceil(rows_per_group * tiles), k.gpu.limits.max_compute_workgroups_per_dimension);
         let p = MatvecParams {
             chunks: chunks as u32,
@@ -657,8 +658,8 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
             scale: resid.map_or(1.0, |r| r.scale),
             eps: resid.map_or(0.0, |r| r.eps),
             rpe: rpe as u32,
-            e0: (tile.row0 / rpe) as u32,
-            e_count: (tile.rows / rpe) as u32,
+            e0: (tile.row0 / (rpe * (1 + gelu_pair as usize))) as u32,
+            e_count: (tile.rows / (rpe * (1 + gelu_pair as usize))) as u32,
             x_slot4: (x_slot / 4) as u32,
         };
         // The weights are bound twice: as 4-byte words (w) and 16-byte words (w4).
@@ -733,7 +734,7 @@ pub fn matmul_experts_strided(
     // One token: the decode matvec over the chosen experts' rows.
     if n == 1 && x_off.is_multiple_of(4) && x_stride.is_multiple_of(4) && w.cols.is_multiple_of(matvec_chunk(w.ty, rpe * top_k)) {
         let x_slot = if x_per_slot { x_stride } else { 0 };
-        return matvec(k, b, w, MatvecIn::Vector(x, x_off), y, y_off, Epilogue::Experts { ids, rpe, top_k, x_slot });
+        return matvec(k, b, w, MatvecIn::Vector(x, x_off), y, y_off, Epilogue::Experts { ids, rpe, top_k, x_slot, geglu: false });
     }
     // One pair per workgroup.
     let kernel = matmul_kernel(k, w.ty, 1)?;
@@ -757,6 +758,23 @@ pub fn matmul_experts_strided(
         p.e_count = (tile.rows / rpe) as u32;
         row_groups * pairs
     })
+}
+
+/// One token's experts with GeGLU: `w` stacks experts of [gate; up] (`2 · fe` rows each);
+/// for slot s (expert e = ids[s]) `y[y_off + s · fe + r] = gelu_tanh(gate_e[r] · x) ·
+/// (up_e[r] · x)`, x the token's row at `x_off`. The decode matvec with the pair epilogue,
+/// where `matmul_experts` and `geglu_fused` would take two dispatches. `None` where the
+/// shapes do not suit it (the caller then takes those two).
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_experts_geglu(k: &Kernels, b: &mut Batch, w: &GpuMatrix, fe: usize, ids: &wgpu::Buffer, top_k: usize, x: &wgpu::Buffer, x_off: usize, y: &wgpu::Buffer, y_off: usize) -> Option<Result<()>> {
+    let stacked = fe > 0 && w.rows.is_multiple_of(2 * fe) && w.tiles().iter().all(|t| t.row0.is_multiple_of(2 * fe) && t.rows.is_multiple_of(2 * fe));
+    if !stacked || !x_off.is_multiple_of(4) || !w.cols.is_multiple_of(matvec_chunk(w.ty, fe * top_k)) {
+        return None;
+    }
+    let checked = check_len(x, "matvec_experts_geglu input", x_off + w.cols)
+        .and_then(|_| check_len(y, "matvec_experts_geglu output", y_off + top_k * fe))
+        .and_then(|_| check_len(ids, "matvec_experts_geglu ids", top_k));
+    Some(checked.and_then(|_| matvec(k, b, w, MatvecIn::Vector(x, x_off), y, y_off, Epilogue::Experts { ids, rpe: fe, top_k, x_slot: 0, geglu: true })))
 }
 
 /// Row gather: `out[t, :] = scale · table[ids[ids_off + t], :]` for `n` ids (u32), rows
