@@ -925,15 +925,22 @@ impl GpuModel {
         // Experts see RMS(x; pre_ffw_norm_2).
         norm::rms_norm_to(k, b, x, 0, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps, false)?;
         match m.gate_up.as_slice() {
-            // One token: the matvec applies GeGLU itself and writes rows of fe.
-            [fused] if n == 1 && matmul::matvec_experts_geglu(k, b, fused, fe, &ms.ids, kk, &ms.z, 0, &ms.gate_up, 0).transpose()?.is_some() => {
-                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, fe, true, n, &ms.down, 0)?;
-            }
             [fused] => {
-                matmul::matmul_experts(k, b, fused, 2 * fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
-                elementwise::geglu_fused(k, b, &ms.gate_up, 0, n * kk, fe)?;
-                // The fused rows are [gate | up]; geglu_fused leaves the product in the gate half.
-                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, 2 * fe, true, n, &ms.down, 0)?;
+                // One token: the matvec applies GeGLU itself and writes rows of fe. Else the
+                // product's rows are [gate | up], and geglu_fused leaves GeGLU in the gate half.
+                let one = match n {
+                    1 => matmul::matvec_experts_geglu(k, b, fused, fe, &ms.ids, kk, &ms.z, 0, &ms.gate_up, 0).transpose()?,
+                    _ => None,
+                };
+                let stride = match one {
+                    Some(()) => fe,
+                    None => {
+                        matmul::matmul_experts(k, b, fused, 2 * fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
+                        elementwise::geglu_fused(k, b, &ms.gate_up, 0, n * kk, fe)?;
+                        2 * fe
+                    }
+                };
+                matmul::matmul_experts_strided(k, b, &m.down, d, &ms.ids, kk, &ms.gate_up, 0, stride, true, n, &ms.down, 0)?;
             }
             [gate, up] => {
                 matmul::matmul_experts(k, b, gate, fe, &ms.ids, kk, &ms.z, 0, false, n, &ms.gate_up, 0)?;
