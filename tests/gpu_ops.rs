@@ -905,3 +905,35 @@ fn repeat_penalty_matches_cpu() {
         assert!(got != logits, "the penalty changed something");
     }
 }
+
+/// moe_norms.wgsl against the CPU's three RMS norms: x into the router's and the experts'
+/// inputs with their weights, the dense output in place with its own; rows up to the
+/// kernel's 4096 (longer ones are refused). One rounding per op, in another order: 1e-5.
+#[test]
+fn moe_norms_match_cpu() {
+    for k in reduction_variants() {
+        let mut rng = ChaCha8Rng::seed_from_u64(12);
+        for (n, d) in [(1, 37), (3, 2816), (2, 4096)] {
+            let (x, ffn) = (rand_vec(&mut rng, n * d), rand_vec(&mut rng, n * d));
+            let (wr, we, wp) = (rand_vec(&mut rng, d), rand_vec(&mut rng, d), rand_vec(&mut rng, d));
+            let (xb, fb, rb, eb) = (up(&k, &x), up(&k, &ffn), up(&k, &vec![9.0; n * d]), up(&k, &vec![9.0; n * d]));
+            let (wrb, web, wpb) = (up(&k, &wr), up(&k, &we), up(&k, &wp));
+            let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+            rullama::gpu::moe::moe_norms(&k, &mut b, &xb, &fb, (&rb, &wrb), (&eb, &web), &wpb, (n, d), 1e-6).unwrap();
+            b.submit().unwrap();
+            let norm = |v: &[f32], w: &[f32]| {
+                let mut v = v.to_vec();
+                ops::rms_norm(&mut v, d, Some(w), 1e-6);
+                v
+            };
+            for (what, buf, want) in [("router", &rb, norm(&x, &wr)), ("experts", &eb, norm(&x, &we)), ("ffn", &fb, norm(&ffn, &wp))] {
+                let got = kernel::read_f32(&k.gpu, buf, 0, n * d).unwrap();
+                let e = max_rel(&got, &want);
+                assert!(e < 1e-5, "{what} n {n} d {d}: rel err {e}");
+            }
+        }
+        let long = up(&k, &vec![1.0; 4100]);
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        assert!(rullama::gpu::moe::moe_norms(&k, &mut b, &long, &long, (&long, &long), (&long, &long), &long, (1, 4100), 1e-6).is_err());
+    }
+}

@@ -916,14 +916,19 @@ impl GpuModel {
         let k = &self.k;
         let mc = c.moe.as_ref().expect("MoE layer implies MoE config");
         let (d, fe, kk) = (c.hidden, mc.expert_ffn, mc.n_used);
-        norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&m.post_norm_1), c.eps)?;
-        // Router: RMS0(x) ⊙ (scale · D^-½, made at load), then logits, softmax, top-k,
-        // renormalise, × expert scale.
-        norm::rms_norm_to(k, b, x, 0, &ms.z, 0, n, d, Some(&m.router_scale), c.eps, false)?;
-        matmul::matmul(k, b, &m.router, &ms.z, 0, n, &ms.router_logits, 0)?;
+        // The dense output's post-norm (in place); the router's input RMS0(x) ⊙ (scale ·
+        // D^-½, made at load); the experts' input RMS(x; pre_ffw_norm_2). One dispatch
+        // (moe_norms) where rows fit it. The router's input waits in ms.out for the combine.
+        if d <= moe::NORMS_MAX_D {
+            moe::moe_norms(k, b, x, &s.ffn, (&ms.out, &m.router_scale), (&ms.z, &m.pre_norm_2), &m.post_norm_1, (n, d), c.eps)?;
+        } else {
+            norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&m.post_norm_1), c.eps)?;
+            norm::rms_norm_to(k, b, x, 0, &ms.out, 0, n, d, Some(&m.router_scale), c.eps, false)?;
+            norm::rms_norm_to(k, b, x, 0, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps, false)?;
+        }
+        // Router: logits, softmax, top-k, renormalise, × expert scale.
+        matmul::matmul(k, b, &m.router, &ms.out, 0, n, &ms.router_logits, 0)?;
         moe::moe_route(k, b, &ms.router_logits, 0, n, mc.n_experts, kk, &m.per_expert_scale, &ms.ids, &ms.weights)?;
-        // Experts see RMS(x; pre_ffw_norm_2).
-        norm::rms_norm_to(k, b, x, 0, &ms.z, 0, n, d, Some(&m.pre_norm_2), c.eps, false)?;
         match m.gate_up.as_slice() {
             [fused] => {
                 // One token: the matvec applies GeGLU itself and writes rows of fe. Else the

@@ -181,3 +181,41 @@ pub fn moe_sort_cpu(ids: &[u32], experts: usize, bm: usize) -> (Vec<u32>, Vec<u3
     }
     (poff, tiles)
 }
+
+/// Longest row moe_norms.wgsl keeps in registers (256 invocations × 16).
+pub const NORMS_MAX_D: usize = 4096;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct NormsParams {
+    n: u32,
+    d: u32,
+    eps: f32,
+    groups_x: u32,
+}
+
+/// moe_norms.wgsl over `n` rows of `d` (from element 0 of every buffer): `router.0 =
+/// RMS(x) ⊙ router.1`, `experts.0 = RMS(x) ⊙ experts.1`, and `ffn = RMS(ffn) ⊙ post_w`
+/// in place; rows up to NORMS_MAX_D.
+#[allow(clippy::too_many_arguments)]
+pub fn moe_norms(
+    k: &Kernels,
+    b: &mut Batch,
+    x: &wgpu::Buffer,
+    ffn: &wgpu::Buffer,
+    router: (&wgpu::Buffer, &wgpu::Buffer),
+    experts: (&wgpu::Buffer, &wgpu::Buffer),
+    post_w: &wgpu::Buffer,
+    (n, d): (usize, usize),
+    eps: f32,
+) -> Result<()> {
+    if d == 0 || d > NORMS_MAX_D {
+        return Err(Error::Input(format!("moe_norms: rows of {d} (up to {NORMS_MAX_D})")));
+    }
+    check_fits("moe_norms", &[(x, n * d), (ffn, n * d), (router.0, n * d), (experts.0, n * d), (router.1, d), (experts.1, d), (post_w, d)])?;
+    let p = NormsParams { n: u32_of(n, "moe_norms rows")?, d: d as u32, eps, groups_x: 0 };
+    u32_of(n * d, "moe_norms size")?;
+    let (r, rw) = (Access::Read, Access::ReadWrite);
+    let (red, tag) = super::reduce(k);
+    launch(k, b, &format!("moe_norms{tag}"), &[shaders::MOE_NORMS, red[0], red[1]], &[r, rw, rw, rw, r, r, r], &[x, ffn, router.0, experts.0, router.1, experts.1, post_w], n, |groups_x| NormsParams { groups_x, ..p })
+}
