@@ -78,12 +78,10 @@ struct Params {
 const GELU_MUL: u32 = 2u;
 const ROUTE: u32 = 3u;
 
-// EXPERTS: the tile's byte offset of output row `row`'s weights (clamped to the matrix's
-// rows), and whether its expert lies in this tile.
-// With PAIR each expert stacks [gate; up] (2 · rpe rows) and the row's up row follows
-// its gate row by rpe rows.
-fn expert_row(row: u32) -> vec2<u32> {
-    let r = min(row, p.rows - 1u);
+// EXPERTS: the tile's byte offset of output row r's weights (r within the rows), and
+// whether its expert lies in this tile. With PAIR each expert stacks [gate; up] (2 · rpe
+// rows) and the row's up row follows its gate row by rpe rows.
+fn expert_row(r: u32) -> vec2<u32> {
     let e = bitcast<u32>(other[p.other_off + r / p.rpe]) - p.e0;
     let here = e < p.e_count;
     let block = select(1u, 2u, PAIR) * p.rpe;
@@ -212,14 +210,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     for (var tile = 0u; tile < TILES; tile++) {
         let row = (lin * TILES + tile) * ROWS + lid / TPR;
-        var rb = min(row, p.rows - 1u) * p.row_bytes;
+        let rr = min(row, p.rows - 1u);
+        var rb = rr * p.row_bytes;
         var xo = p.x_off4;
         var here = true;
         if (EXPERTS) {
-            let er = expert_row(row);
+            let er = expert_row(rr);
             rb = er.x;
             here = er.y != 0u;
-            xo += (min(row, p.rows - 1u) / p.rpe) * p.x_slot4;
+            xo += (rr / p.rpe) * p.x_slot4;
         }
         let rb_up = rb + select(p.rows, p.rpe, EXPERTS) * p.row_bytes;
         var acc = 0.0;

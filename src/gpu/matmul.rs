@@ -572,11 +572,13 @@ pub fn matmul_rows(k: &Kernels, b: &mut Batch, w: &GpuMatrix, first: usize, rows
 /// One token (`matvec.wgsl`): `y[r] = Σ_c w[r, c] · x[c]`, then the epilogue.
 #[allow(clippy::too_many_arguments)]
 fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::Buffer, y_off: usize, epi: Epilogue) -> Result<()> {
-    // The rows a dispatch computes, which the shape rules go by.
-    let (shape_rows, experts) = match epi {
-        Epilogue::Experts { rpe, top_k, .. } => (rpe * top_k, true),
-        _ => (w.rows, false),
+    // Experts: rows per slot, rows of each expert's block ([gate; up] with GeGLU), x's
+    // advance a slot, and the rows a dispatch computes, which the shape rules go by.
+    let ex = match epi {
+        Epilogue::Experts { rpe, top_k, x_slot, geglu, .. } => Some((rpe, rpe * (1 + geglu as usize), x_slot, rpe * top_k)),
+        _ => None,
     };
+    let (experts, shape_rows) = (ex.is_some(), ex.map_or(w.rows, |e| e.3));
     let ch = matvec_chunk(w.ty, shape_rows);
     let chunks = w.cols / ch;
     let tpr = matvec_tpr(chunks, shape_rows, matches!(input, MatvecIn::Residual(_)));
@@ -629,10 +631,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         Epilogue::Route { split_a, split_b, y2, y3 } => (3, (&k.dummy, 0), (split_a, split_b), (y2, y3)),
         Epilogue::Experts { ids, .. } => (0, (ids, 0), (0, 0), unrouted),
     };
-    let (rpe, x_slot) = match epi {
-        Epilogue::Experts { rpe, x_slot, .. } => (rpe, x_slot),
-        _ => (1, 0),
-    };
+    let (rpe, block, x_slot, _) = ex.unwrap_or((1, 1, 0, 0));
     for tile in w.tiles() {
         let rows = if experts { shape_rows } else if gelu_pair { tile.rows / 2 } else { tile.rows };
         let (grid, groups_x) = grid_1d(rows.div_ceil(rows_per_group * tiles), k.gpu.limits.max_compute_workgroups_per_dimension);
@@ -658,8 +657,8 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
             scale: resid.map_or(1.0, |r| r.scale),
             eps: resid.map_or(0.0, |r| r.eps),
             rpe: rpe as u32,
-            e0: (tile.row0 / (rpe * (1 + gelu_pair as usize))) as u32,
-            e_count: (tile.rows / (rpe * (1 + gelu_pair as usize))) as u32,
+            e0: (tile.row0 / block) as u32,
+            e_count: (tile.rows / block) as u32,
             x_slot4: (x_slot / 4) as u32,
         };
         // The weights are bound twice: as 4-byte words (w) and 16-byte words (w4).

@@ -533,9 +533,7 @@ pub(crate) fn matmul_coop(
     let mut x_pending = Some(x_job);
 
     // Weight rows in chunks whose split fits one binding.
-    // A power of two: scratch buffers are sized up to one.
-    let cap = 1u64 << (63 - k.gpu.max_binding().min(SPLIT_MAX_BYTES).leading_zeros());
-    let chunk = (cap as usize / (cols * 2)) / bn * bn;
+    let chunk = (split_cap(k) / (cols * 2)) / bn * bn;
     if chunk == 0 {
         return Err(Error::Input(format!("matmul: rows of {cols} columns are too long for the tensor-core kernel")));
     }
@@ -608,8 +606,13 @@ pub(crate) fn experts_usable(k: &Kernels, w: &GpuMatrix, rpe: usize) -> bool {
 
 /// Experts whose split fits one scratch chunk.
 fn expert_chunk(k: &Kernels, cols: usize, rpe: usize) -> usize {
-    let cap = 1u64 << (63 - k.gpu.max_binding().min(SPLIT_MAX_BYTES).leading_zeros());
-    cap as usize / (rpe * cols * 2)
+    split_cap(k) / (rpe * cols * 2)
+}
+
+/// Bytes of one split part (hi or lo) a weight chunk may take: SPLIT_MAX_BYTES within one
+/// binding, rounded down to a power of two, as scratch buffers are sized up to one.
+fn split_cap(k: &Kernels) -> usize {
+    (1u64 << (63 - k.gpu.max_binding().min(SPLIT_MAX_BYTES).leading_zeros())) as usize
 }
 
 /// The experts' products for many tokens on tensor cores (ggml's mul_mat_id): for each of
@@ -641,9 +644,8 @@ pub(crate) fn matmul_experts_coop(
     let (bm, bn, cols) = (tile.bm, tile.bn, w.cols);
     let (experts, pairs) = (w.rows / rpe, n * top_k);
     let chunk = expert_chunk(k, cols, rpe);
-    // A chunk of c experts holds at most min(pairs, c · n) pairs, each expert's run padded
-    // by less than a tile.
-    let chunk_rows = |c: usize| (pairs.min(c * n) + c.min(pairs) * (bm - 1)).div_ceil(bm) * bm;
+    // A chunk of c experts holds at most min(pairs, c · n) pairs.
+    let chunk_rows = |c: usize| super::moe::padded_rows(pairs.min(c * n), c, bm);
     let x_rows = chunk_rows(chunk.min(experts));
     // Row scales first (x_rows words), then the sort's words.
     let layout = super::moe::SortLayout::new(x_rows, pairs, experts, bm);

@@ -104,6 +104,12 @@ pub fn moe_combine(
     })
 }
 
+/// A bound on the rows `pairs` pairs over `experts` experts take in runs of whole
+/// `bm`-row tiles: each expert with pairs rounds its run up by less than a tile.
+pub fn padded_rows(pairs: usize, experts: usize, bm: usize) -> usize {
+    (pairs + experts.min(pairs) * (bm - 1)).div_ceil(bm) * bm
+}
+
 /// Where `moe_sort` writes in its `info` buffer (u32 words): the map of `rows` padded
 /// rows from `map_off`, the experts' first rows (experts + 1) from `poff_off`, the tiles'
 /// experts (rows / bm) from `tile_off`.
@@ -119,9 +125,9 @@ pub struct SortLayout {
 
 impl SortLayout {
     /// The layout from word `base` for `pairs` pairs over `experts` experts in tiles of
-    /// `bm` rows: each expert with pairs rounds its run up by less than a tile.
+    /// `bm` rows (`padded_rows` of them).
     pub fn new(base: usize, pairs: usize, experts: usize, bm: usize) -> SortLayout {
-        let rows = (pairs + experts.min(pairs) * (bm - 1)).div_ceil(bm) * bm;
+        let rows = padded_rows(pairs, experts, bm);
         SortLayout { map_off: base, poff_off: base + rows, tile_off: base + rows + experts + 1, rows, bm, experts }
     }
 
