@@ -430,11 +430,17 @@ fn matmul_geglu_matches_cpu() {
         k.coop_geglu = false;
         ks.push(k);
         ks.extend(coop_kernels());
+        // The weights split by a pass where they would be staged from their blocks.
+        ks.extend(coop_kernels().map(|mut k| {
+            k.coop_blocks = false;
+            k
+        }));
     }
     for k in &ks {
         let on_coop = k.use_coop && k.gpu.coop;
+        // 600 pairs over 40 tokens: one token tile, staged from blocks.
         let shapes: &[(GgmlType, usize, usize, usize)] = if on_coop {
-            &[(GgmlType::Q4_K, 256, 37, 33), (GgmlType::Q6_K, 512, 100, 70), (GgmlType::Q4_K, 256, 4100, 260), (GgmlType::Q8_0, 16384, 1100, 20)]
+            &[(GgmlType::Q4_K, 256, 37, 33), (GgmlType::Q6_K, 512, 100, 70), (GgmlType::Q4_K, 256, 4100, 260), (GgmlType::Q8_0, 16384, 1100, 20), (GgmlType::Q4_K, 512, 600, 40)]
         } else {
             &[(GgmlType::Q4_K, 256, 37, 33), (GgmlType::Q8_0, 64, 20, 9)]
         };
@@ -749,7 +755,9 @@ fn prefill_matmul_case(k: &Kernels) {
 fn coop_tiles_and_chunks_match_cpu() {
     let Some(k) = coop_kernels() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(23);
-    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 4200, 40), (GgmlType::Q4_K, 6144, 1536, 512)] {
+    // (Q6_K, 1536 columns, 1100 rows, 33 tokens): one token tile, weights staged from their
+    // blocks, split-K over the columns.
+    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 4200, 40), (GgmlType::Q4_K, 6144, 1536, 512), (GgmlType::Q6_K, 1536, 1100, 33)] {
         let data = random_matrix(&mut rng, ty, cols, rows);
         let xs = rand_vec(&mut rng, n * cols);
         let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
@@ -997,13 +1005,78 @@ fn split_k_plan_covers_columns() {
     assert_eq!(split_k_plan(48, 6144).0, 11);
 }
 
+/// Each type's `dq16` (16 elements of a row at once, which the tensor-core product uses
+/// to stage weights from their blocks) against the CPU's dequantization, every 16-element
+/// group of a few rows, on every adapter (CI's has no tensor cores to run the product).
+/// Q6_K's rows lie in the GPU's grouped layout (`GpuMatrix::upload` regroups them).
+#[test]
+fn dq16_matches_cpu() {
+    use rullama::gpu::kernel::{Access, KernelSource};
+    use rullama::gpu::shaders;
+    let k = kernels();
+    let mut rng = ChaCha8Rng::seed_from_u64(51);
+    #[repr(C)]
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    struct P {
+        groups: u32,
+        per_row: u32,
+        row_bytes: u32,
+        pad: u32,
+    }
+    let harness = "struct P { groups: u32, per_row: u32, row_bytes: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x >= p.groups) {
+        return;
+    }
+    let v = dq16((id.x / p.per_row) * p.row_bytes, (id.x % p.per_row) * 4u);
+    for (var j = 0u; j < 4u; j++) {
+        out[4u * id.x + j] = v[j];
+    }
+}
+";
+    let types: Vec<GgmlType> = TYPES.iter().copied().filter(|&ty| shaders::quant16(ty).is_some()).collect();
+    assert!(types.len() >= 4, "the types with a dq16: {types:?}");
+    for ty in types {
+        // Rows of whole 16-element groups (the product's rows are multiples of 32).
+        let (cols, rows) = (cols_for(ty) / 16 * 16, 3);
+        let data = random_matrix(&mut rng, ty, cols, rows);
+        let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
+        let mut code = shaders::quant16(ty).unwrap();
+        code.push(harness);
+        let kernel = k.get(&format!("dq16_test/{ty}"), || KernelSource { name: format!("dq16_test/{ty}"), code: code.concat(), entry: "main", buffers: vec![Access::Read, Access::ReadWrite] }).unwrap();
+        let groups = rows * cols / 16;
+        let out = up(&k, &vec![SENTINEL; rows * cols]);
+        let p = P { groups: groups as u32, per_row: (cols / 16) as u32, row_bytes: w.row_bytes() as u32, pad: 0 };
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        b.dispatch(&kernel, &[&w.tiles()[0].buffer, &out], &p, [groups.div_ceil(64) as u32, 1, 1]).unwrap();
+        b.submit().unwrap();
+        let got = kernel::read_f32(&k.gpu, &out, 0, rows * cols).unwrap();
+        let want = rullama::gguf::dequant::dequantize(ty, &data, rows * cols).unwrap();
+        let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        for (i, (g, c)) in got.iter().zip(&want).enumerate() {
+            // The same f32 operations as the CPU's; a fused multiply-add may round once less.
+            assert!((g - c).abs() <= scale * 2f32.powi(-20), "{ty} element {i}: {g} against {c}");
+        }
+    }
+}
+
 /// The tensor-core kernel's source for both tile shapes (plain, GEGLU, GROUPED) passes naga's validation with every
 /// capability, so CI (whose adapter has no cooperative matrices) still checks it compiles.
 #[test]
 fn coop_kernel_sources_validate() {
     use rullama::gpu::matmul_coop::{COOP_LARGE, COOP_SMALL};
     use wgpu::naga;
-    let sources = [COOP_SMALL, COOP_LARGE].into_iter().flat_map(|t| [(t, t.source(false)), (t, t.source(true)), (t, t.source_grouped())]);
+    // Every variant, and those that stage weights from each type's blocks.
+    let sources = [COOP_SMALL, COOP_LARGE].into_iter().flat_map(|t| {
+        let blocks = TYPES.iter().filter(|&&ty| rullama::gpu::shaders::quant16(ty).is_some()).flat_map(move |&ty| {
+            [(false, false), (true, false), (false, true)].map(|(geglu, grouped)| (t, t.source_variant(geglu, grouped, Some(ty)).unwrap()))
+        });
+        [(t, t.source(false)), (t, t.source(true)), (t, t.source_variant(false, true, None).unwrap())].into_iter().chain(blocks)
+    });
     for (tile, src) in sources {
         let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
         let mut v = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all());
@@ -1132,17 +1205,22 @@ fn moe_sort_matches_cpu() {
 /// The experts' products for a prefill's many tokens (`matmul_experts` from
 /// EXPERTS_COOP_TOKENS tokens: on tensor cores, pairs grouped by expert) against the CPU,
 /// per token and per pair x, with experts in tiles of two (several chunks), an expert no
-/// pair picks, and y at an offset. On devices without tensor cores the same call takes
-/// the per-pair kernel, which this checks too. 2 × TOL as the other tensor-core cases.
+/// pair picks, and y at an offset; on tensor cores with the weights staged from their
+/// blocks and split by a pass. On devices without tensor cores the same call takes the
+/// per-pair kernel, which this checks too. 2 × TOL as the other tensor-core cases.
 #[test]
 fn matmul_experts_of_many_tokens_match_cpu() {
     let mut rng = ChaCha8Rng::seed_from_u64(42);
-    let mut ks: Vec<Kernels> = coop_kernels().into_iter().collect();
+    // Tensor cores with the experts' weights staged from their blocks and split by a pass.
+    let mut ks: Vec<Kernels> = coop_kernels().into_iter().chain(coop_kernels().map(|mut k| {
+        k.coop_blocks = false;
+        k
+    })).collect();
     if ks.is_empty() {
         ks.push(kernels());
     }
     for k in &ks {
-        for (ty, cols, experts, rpe, top_k, n) in [(GgmlType::Q4_K, 256, 5, 128, 2, 70), (GgmlType::Q6_K, 512, 9, 128, 3, 130)] {
+        for (ty, cols, experts, rpe, top_k, n) in [(GgmlType::Q4_K, 256, 5, 128, 2, 70), (GgmlType::Q6_K, 512, 9, 128, 3, 130), (GgmlType::Q5_0, 320, 4, 64, 2, 70), (GgmlType::Q8_0, 96, 4, 64, 3, 65)] {
             let rows = experts * rpe;
             let data = random_matrix(&mut rng, ty, cols, rows);
             let rb = data.len() / rows;
@@ -1177,10 +1255,11 @@ fn matmul_experts_of_many_tokens_match_cpu() {
 /// adapter can run though not the product): x row r of a chunk of experts is the pair in
 /// padded row poff[e0] + r, its token's row split (scaled by its own power of two) or
 /// zeros for padding, rows past the chunk's runs untouched; weight rows of an expert no
-/// pair picks are not written, the others split as usual.
+/// pair picks are not written, the others split as usual; and the x job alone
+/// (`split_x_mapped`) writes the same x parts.
 #[test]
 fn split_through_expert_map() {
-    use rullama::gpu::matmul_coop::{SplitJob, XMap, row_scale_cpu, split_f16_cpu, split_f16_mapped};
+    use rullama::gpu::matmul_coop::{SplitJob, XMap, row_scale_cpu, split_f16_cpu, split_f16_mapped, split_x_mapped};
     use rullama::gpu::moe::{SortLayout, moe_sort};
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(43);
@@ -1228,6 +1307,13 @@ fn split_through_expert_map() {
         let want = if e == 2 { 0xABAB } else { split_f16_cpu(w[e0 * rpe * cols + i] * 16.0).0.to_bits() };
         assert_eq!(h, want, "weight element {i} (expert {e})");
     }
+    // The x job alone (products that stage their weights from blocks) writes the same parts.
+    let (xh2, xl2) = (bytes(x_rows * cols), bytes(x_rows * cols));
+    let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+    split_x_mapped(&k, &mut b, &SplitJob { hi: &xh2, lo: &xl2, ..x_job }, XMap { layout, div: top_k, experts: (e0, e1), rpe }).unwrap();
+    b.submit().unwrap();
+    assert_eq!(halves(&xh2, x_rows * cols), gxh, "x hi parts of the x job alone");
+    assert_eq!(halves(&xl2, x_rows * cols), halves(&xl, x_rows * cols), "x lo parts of the x job alone");
 }
 
 /// One token's experts of stacked [gate; up] with GeGLU in the decode matvec

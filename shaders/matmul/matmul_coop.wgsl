@@ -3,7 +3,14 @@
 // split_f16.wgsl: x row t scaled by xf[t] (a power of two, found by the split, that brings
 // its largest element to [2^13, 2^14)), w by w_scale (2^4, which keeps small weights out
 // of f16's subnormals); both are divided out of each result, exactly.
-// Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, BM, BN, FR).
+// Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, BM, BN, FR,
+// GEGLU, GROUPED), with hi_lo.wgsl and how w reaches workgroup memory: `stage_w(lid, w0,
+// rb, c0)` stages a step's BN rows from rb (32 columns from vec4 c0; w0: where the split
+// laid that step out) into s_hi / s_lo from staged row BM, and declares bindings 3 and 4.
+// matmul_coop_w_split.wgsl copies split_f16's parts; matmul_coop_w_quant.wgsl splits the
+// weight type's blocks itself (after the type's shaders/quant files), where a row tile
+// meets one token tile and a split pass would only add its traffic (gpu::matmul_coop's
+// stages_blocks).
 //
 // f32 accuracy from f16 inputs: hi·hi goes to one accumulator and lo·hi + hi·lo to
 // another, y = acc_hi + acc_lo · 2^-11 (lo·lo is below f32 rounding): ~2^-22 relative
@@ -32,9 +39,10 @@
 //
 // GROUPED (the experts of a mixture-of-experts layer, ggml's mul_mat_id): x rows are the
 // token-expert pairs that moe_sort.wgsl grouped by expert in runs of whole BM-row tiles,
-// split from padded row poff[e0] on; w is the split of experts e0 .. e1 (rpe rows each, a
-// multiple of BN). Workgroup g takes token tile g / row_groups (row_groups: row tiles of
-// an expert) and that tile's expert's row tile g % row_groups; tiles past the chunk's
+// split from padded row poff[e0] on; w holds experts e0 .. e1 (rpe rows each, a multiple
+// of BN), split or as blocks from byte w_byte0. Workgroup g takes token tile g /
+// row_groups (row_groups: row tiles of an expert) and that tile's expert's row tile g %
+// row_groups; tiles past the chunk's
 // runs return. Result (pair, row) goes to y[y_off + pair · y_stride + row]; padding rows
 // go nowhere.
 //
@@ -72,13 +80,17 @@ struct Params {
     map_off: u32,
     poff_off: u32,
     tile_off: u32,
+    // w as blocks (matmul_coop_w_quant.wgsl): row 0's byte, the row stride, and GEGLU's
+    // pairs (half a subgroup's interleave block, and where the up rows start; 0: none).
+    w_byte0: u32,
+    w_row_bytes: u32,
+    w_pair_half: u32,
+    w_pair_off: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> xh: array<vec4<f16>>;
 @group(0) @binding(2) var<storage, read> xl: array<vec4<f16>>;
-@group(0) @binding(3) var<storage, read> wh: array<vec4<f16>>;
-@group(0) @binding(4) var<storage, read> wl: array<vec4<f16>>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y2: array<f32>;
 @group(0) @binding(7) var<storage, read_write> y3: array<f32>;
@@ -87,7 +99,6 @@ struct Params {
 const SGM: u32 = BM / 32u;        // subgroups along tokens
 const SGN: u32 = BN / (16u * FR); // subgroups along rows
 const WG: u32 = 32u * SGM * SGN;
-const LS: f32 = 2048.0;
 // Staged rows (x then w), each 32 columns = 8 vec4s plus 2 of padding, so the 16 rows a
 // fragment load reads start in different memory banks.
 const ROWS: u32 = BM + BN;
@@ -186,12 +197,7 @@ fn main(
         }
         workgroupBarrier();
         let w0 = ((rb / BN) * (k4 / 8u) + c0 / 8u) * (BN * 8u);
-        for (var s = 0u; s < WV; s++) {
-            let i = lid + s * WG;
-            let at = (BM + i / 8u) * SKV + i % 8u;
-            s_hi[at] = wh[w0 + i];
-            s_lo[at] = wl[w0 + i];
-        }
+        stage_w(lid, w0, rb, c0);
         workgroupBarrier();
         for (var kk = 0u; kk < 8u; kk += 4u) {
             let ia = tm * 32u * SKV + kk;

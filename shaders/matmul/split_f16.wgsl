@@ -23,13 +23,8 @@
 // past 1e6 in a random-weight model, which turned every logit to inf on tensor cores.
 // Rows of zeros (or subnormals) take 1; the exponent is clamped to ±100 so f stays a
 // normal f32, and inf or NaN pass through as they would in f32.
-// Composed after a workgroup reduction (common/reduce*.wgsl). CPU twins:
-// `gpu::matmul_coop::split_f16_cpu`, `row_scale_cpu`.
-//
-// hi is v · scale with its significand cut to f16's 10 bits by a mask (exact in f16), 0
-// below f16's smallest normal; lo = f16((v · scale - hi) · 2^11), scaled up to stay clear
-// of f16 subnormals, which a device may flush. The mask rather than a round trip through
-// f16: a device compiler may fold f32(f16(v)) back to v (an H100's does).
+// Composed after a workgroup reduction (common/reduce*.wgsl) and hi_lo.wgsl (how a value
+// becomes its two parts). CPU twins: `gpu::matmul_coop::split_f16_cpu`, `row_scale_cpu`.
 
 struct Params {
     cols8: u32,      // columns / 8
@@ -91,7 +86,6 @@ fn tiled(i: u32, cols8: u32, t: u32) -> u32 {
 @group(0) @binding(6) var<storage, read_write> x_lo: array<vec4<u32>>;
 @group(0) @binding(7) var<storage, read_write> xf: array<f32>;
 
-const LS: f32 = 2048.0;
 const WG: u32 = 256u;
 
 @compute @workgroup_size(WG)
@@ -194,12 +188,4 @@ fn x_row(r: u32, lid: u32) {
             x_lo[o] = vec4<u32>(pa.zw, pb.zw);
         }
     }
-}
-
-// v's hi part packed in .xy, its lo part in .zw.
-fn hi_lo(v: vec4<f32>) -> vec4<u32> {
-    let cut = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xFFFFE000u));
-    let h = select(cut, vec4<f32>(0.0), abs(v) < vec4<f32>(6.103515625e-5));
-    let l = (v - h) * LS;
-    return vec4<u32>(pack2x16float(h.xy), pack2x16float(h.zw), pack2x16float(l.xy), pack2x16float(l.zw));
 }

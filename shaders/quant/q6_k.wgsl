@@ -30,6 +30,25 @@ fn dq4(row_byte: u32, k4: u32) -> vec4<f32> {
     return (f16_at(f.w) * sc) * (bytes4(q) - 32.0);
 }
 
+// Elements 4·k4 .. 4·k4 + 15 (k4 a multiple of 4: one sub-block), its scale read once.
+fn dq16(row_byte: u32, k4: u32) -> array<vec4<f32>, 4> {
+    let e = 4u * k4;
+    let f = q6_fields(row_byte + (e / QK) * QB);
+    let i = e % QK;
+    let h = i / 128u;
+    let k = (i / 32u) % 4u;
+    let l = i % 32u;
+    let sc = f32((bitcast<i32>(read_u8(f.z + 8u * h + 2u * k + l / 16u)) << 24u) >> 24u);
+    let ds = f16_at(f.w) * sc;
+    let ql = (f.x + 64u * h + 32u * (k & 1u) + l) >> 2u;
+    let qh = (f.y + 32u * h + l) >> 2u;
+    var r: array<vec4<f32>, 4>;
+    for (var j = 0u; j < 4u; j++) {
+        r[j] = ds * (bytes4(q6_quant(w[ql + j], w[qh + j], k)) - 32.0);
+    }
+    return r;
+}
+
 // Four quants of quarter k (0..63, a byte each) from a word of ql (ql at 64h + 32(k % 2)
 // + l, its nibble k / 2) and the word of qh at 32h + l (bits 2k..2k+1).
 fn q6_quant(ql: u32, qh: u32, k: u32) -> u32 {

@@ -71,6 +71,11 @@ pub struct Kernels {
     /// multiply by integer dot products over it as fixed-point limbs (matvec_x_limbs.wgsl).
     /// `RULLAMA_NO_INT_DOT` clears it at start (f32 products); tests compare both.
     pub int_dot: bool,
+    /// Tensor-core products whose weight row tiles each meet one token tile (an expert's
+    /// pairs; prompts of up to a tile of tokens) stage Q4_K / Q6_K / Q5_0 / Q8_0 weights
+    /// from their blocks (matmul_coop_w_quant.wgsl) instead of reading a split pass's f16
+    /// parts. `RULLAMA_NO_COOP_BLOCKS` clears it at start; tests compare both.
+    pub coop_blocks: bool,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -85,7 +90,8 @@ impl Kernels {
         let decode_merge = std::env::var_os("RULLAMA_NO_DECODE_MERGE").is_none();
         let coop_geglu = std::env::var_os("RULLAMA_NO_COOP_GEGLU").is_none();
         let int_dot = std::env::var_os("RULLAMA_NO_INT_DOT").is_none();
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, buffers: Mutex::new(HashMap::new()) }
+        let coop_blocks = std::env::var_os("RULLAMA_NO_COOP_BLOCKS").is_none();
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, coop_blocks, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).

@@ -725,9 +725,9 @@ pub fn matmul_experts_strided(
     if n == 0 {
         return Ok(());
     }
-    // Many tokens: pairs grouped by expert on tensor cores, each expert's weights split
+    // Many tokens: pairs grouped by expert on tensor cores, each expert's weights read
     // once for all its pairs.
-    if n >= EXPERTS_COOP_TOKENS && super::matmul_coop::experts_usable(k, w, rpe) {
+    if n >= EXPERTS_COOP_TOKENS && super::matmul_coop::experts_usable(k, w, rpe, n, top_k) {
         return super::matmul_coop::matmul_experts_coop(k, b, w, rpe, ids, top_k, (x, x_off, x_stride, x_per_slot), n, y, y_off);
     }
     // One token: the decode matvec over the chosen experts' rows.

@@ -39,22 +39,32 @@ impl CoopTile {
     }
 
     /// The kernel's source for this tile, `geglu` for the variant that writes
-    /// gelu_tanh(gate) · up of interleaved [gate; up] rows.
+    /// gelu_tanh(gate) · up of interleaved [gate; up] rows. Its weights come split
+    /// (split_f16.wgsl).
     pub fn source(&self, geglu: bool) -> String {
-        self.source_of(geglu, false)
+        self.source_of(geglu, false, None)
     }
 
-    /// The GROUPED variant's source (experts' products over pairs grouped by moe_sort).
-    pub fn source_grouped(&self) -> String {
-        self.source_of(false, true)
+    /// A variant's source: GEGLU's epilogue, GROUPED's experts, and the weights staged
+    /// from blocks of type `blocks` (matmul_coop_w_quant.wgsl) rather than split.
+    pub fn source_variant(&self, geglu: bool, grouped: bool, blocks: Option<GgmlType>) -> Result<String> {
+        let parts = blocks.map(quant16_parts).transpose()?;
+        Ok(self.source_of(geglu, grouped, parts.as_deref()))
     }
 
-    fn source_of(&self, geglu: bool, grouped: bool) -> String {
+    /// `blocks`: the weights come as a type's blocks (its shaders), not split.
+    fn source_of(&self, geglu: bool, grouped: bool, blocks: Option<&[&str]>) -> String {
         let header = format!(
             "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\nconst GEGLU: bool = {geglu};\nconst GROUPED: bool = {grouped};\n",
             self.bm, self.bn, self.fr
         );
-        compose(&[&header, shaders::MATMUL_COOP, shaders::MATH])
+        let mut parts = vec![header.as_str()];
+        match blocks {
+            Some(q) => parts.extend(q.iter().copied().chain([shaders::MATMUL_COOP_W_QUANT])),
+            None => parts.push(shaders::MATMUL_COOP_W_SPLIT),
+        }
+        parts.extend([shaders::MATMUL_COOP, shaders::HI_LO, shaders::MATH]);
+        compose(&parts)
     }
 
     /// Gate rows (and as many up rows) in each subgroup's interleave block with GEGLU.
@@ -155,6 +165,10 @@ struct CoopParams {
     map_off: u32,
     poff_off: u32,
     tile_off: u32,
+    w_byte0: u32,
+    w_row_bytes: u32,
+    w_pair_half: u32,
+    w_pair_off: u32,
 }
 
 impl CoopParams {
@@ -370,7 +384,7 @@ pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&S
     };
     let (red, tag) = super::reduce(k);
     let mut parts = super::matmul::quant_parts(job.ty)?;
-    parts.extend([red[0], red[1], shaders::SPLIT_F16]);
+    parts.extend([red[0], red[1], shaders::SPLIT_F16, shaders::HI_LO]);
     let p = SplitParams {
         cols8: u32_of(job.cols / 8, "split_f16 columns")?,
         rows: u32_of(job.rows, "split_f16 rows")?,
@@ -426,6 +440,20 @@ pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&S
     launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl, xf], groups, |gx| SplitParams { groups_x: gx, ..p })
 }
 
+/// The x job of `split_f16_mapped` alone, for the experts' product (which splits its
+/// weights itself as it stages them).
+pub fn split_x_mapped(k: &Kernels, b: &mut Batch, x: &SplitJob, map: XMap) -> Result<()> {
+    split_x(k, b, x, Some(XMap { rpe: 0, ..map }))
+}
+
+/// The x job of `split_f16_mapped` alone (`map` as there), for products that stage their
+/// weights from blocks.
+fn split_x(k: &Kernels, b: &mut Batch, x: &SplitJob, map: Option<XMap>) -> Result<()> {
+    let [src, hi, lo] = ["split_f16/none_w", "split_f16/none_hi", "split_f16/none_lo"].map(|name| k.scratch(name, 16));
+    let none = SplitJob { src: &src, ty: GgmlType::F32, byte0: 0, row_bytes: 0, cols: x.cols, rows: 0, rows_pad: 0, scale: 1.0, hi: &hi, lo: &lo, tile_rows: 0, col_stride: 1, row_scale: None, pairs: None };
+    split_f16_mapped(k, b, &none, Some(x), map)
+}
+
 /// The power of two split_f16.wgsl scales an x row by: 2^(13 - e), e the exponent of its
 /// largest magnitude (1 for a row of zeros and subnormals; the exponent clamped to ±100).
 pub fn row_scale_cpu(row: impl IntoIterator<Item = f32>) -> f32 {
@@ -443,12 +471,40 @@ pub(crate) fn usable(k: &Kernels, cols: usize) -> bool {
         && COOP_SMALL.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize
 }
 
-/// The product kernel for `tile`, `geglu` for its GEGLU variant, `grouped` for GROUPED.
-fn product_kernel(k: &Kernels, tile: CoopTile, geglu: bool, grouped: bool) -> Result<std::sync::Arc<super::kernel::Kernel>> {
-    let name = format!("matmul_coop/{}x{}{}{}", tile.bm, tile.bn, if geglu { "/geglu" } else { "" }, if grouped { "/grouped" } else { "" });
+/// Whether the product kernel stages weights of type `ty` from their blocks
+/// (matmul_coop_w_quant.wgsl, the type's dq16) for a product whose weight row tiles each
+/// meet one token tile: an expert's pairs (`rows` None) or a prompt of at most a tile of
+/// tokens. Staging from blocks costs the product's steps the dequantization that a split
+/// pass spreads over the whole GPU, and saves that pass and its 8 bytes an element of
+/// traffic. H100, prefill, split pass against blocks (tok/s or TTFT, two rounds):
+/// Gemma 4 26B-A4B 512 tokens 4,961-4,999 against 5,723-5,749 (the K-quants alone
+/// 5,567-5,587); E2B 16 / 64 tokens 15.9 / 16.5 ms against 14.2 / 14.7-15.0 ms; the 270M
+/// layout 64 tokens 3.3-3.5 against 3.5-3.6 ms with its K-quant down projections (640
+/// rows) from blocks, and 3.3 against 3.9-4.1 ms with its Q5_0 / Q8_0 matrices too. So
+/// a plain product stages K-quants from blocks from 1024 rows; experts stage every type
+/// that has a dq16.
+fn stages_blocks(k: &Kernels, ty: GgmlType, rows: Option<usize>) -> bool {
+    k.coop_blocks
+        && shaders::quant16(ty).is_some()
+        && rows.is_none_or(|r| r >= BLOCKS_MIN_ROWS && matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K))
+}
+
+/// Fewest rows of a plain product that `stages_blocks` takes.
+const BLOCKS_MIN_ROWS: usize = 1024;
+
+/// The shaders defining `dq16` for weights of type `ty`.
+fn quant16_parts(ty: GgmlType) -> Result<Vec<&'static str>> {
+    shaders::quant16(ty).ok_or_else(|| Error::UnsupportedType(format!("{ty} (no GPU matmul kernel for this type)")))
+}
+
+/// The product kernel for `tile`, `geglu` for its GEGLU variant, `grouped` for GROUPED,
+/// with the weights staged from blocks of type `blocks` or read split.
+fn product_kernel(k: &Kernels, tile: CoopTile, geglu: bool, grouped: bool, blocks: Option<GgmlType>) -> Result<std::sync::Arc<super::kernel::Kernel>> {
+    let name = format!("matmul_coop/{}x{}{}{}{}", tile.bm, tile.bn, if geglu { "/geglu" } else { "" }, if grouped { "/grouped" } else { "" }, blocks.map_or(String::new(), |ty| format!("/{ty}")));
+    let parts = blocks.map(quant16_parts).transpose()?;
     k.get(&name, || KernelSource {
         name: name.clone(),
-        code: tile.source_of(geglu, grouped),
+        code: tile.source_of(geglu, grouped, parts.as_deref()),
         entry: "main",
         buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read],
     })
@@ -496,7 +552,7 @@ pub(crate) fn matmul_coop_f32(k: &Kernels, b: &mut Batch, (w, w_off, rows): (&wg
         ..CoopParams::new(cols, rows, n, (y_off, y_stride), rp / tile.bn, groups_x)?
     };
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
-    b.dispatch(&product_kernel(k, tile, false, false)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &xf], &p, grid)
+    b.dispatch(&product_kernel(k, tile, false, false, None)?, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &xf], &p, grid)
 }
 
 /// `y[t, r] = Σ_c w[first + r, c] · x[t, c]` on tensor cores for the rows `range` =
@@ -532,12 +588,18 @@ pub(crate) fn matmul_coop(
     // x is split by the first weight chunk's dispatch.
     let mut x_pending = Some(x_job);
 
+    // One token tile: the product may stage the weights from their blocks itself
+    // (`stages_blocks`), all rows in one chunk, after a split of x alone.
+    let blocks = n <= bm && stages_blocks(k, w.ty, Some(range.map_or(w.rows, |r| r.1)));
+    if let Some(x_job) = x_pending.take_if(|_| blocks) {
+        split_x(k, b, &x_job, None)?;
+    }
     // Weight rows in chunks whose split fits one binding.
-    let chunk = (split_cap(k) / (cols * 2)) / bn * bn;
+    let chunk = if blocks { w.rows.div_ceil(bn) * bn } else { (split_cap(k) / (cols * 2)) / bn * bn };
     if chunk == 0 {
         return Err(Error::Input(format!("matmul: rows of {cols} columns are too long for the tensor-core kernel")));
     }
-    let (kernel, half) = (product_kernel(k, tile, out.geglu, false)?, tile.pair_half());
+    let (kernel, half) = (product_kernel(k, tile, out.geglu, false, blocks.then_some(w.ty))?, tile.pair_half());
     // GeGLU counts pairs (gate row i and up row F + i) where others count rows: each takes
     // two rows of the split and gives one result.
     let (per, width) = if out.geglu { (2, w.rows / 2) } else { (1, 0) };
@@ -560,10 +622,15 @@ pub(crate) fn matmul_coop(
         while c0 < count {
             let rc = (chunk / per).min(count - c0);
             let rp = if out.geglu { rc.div_ceil(half) * 2 * half } else { rc }.div_ceil(bn) * bn;
-            let w_bytes = (rp * cols * 2) as u64;
-            let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-            let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1, row_scale: None, pairs: out.geglu.then_some((half, width)) };
-            split_f16(k, b, &w_job, x_pending.take().as_ref())?;
+            let (wh, wl) = if blocks {
+                (tile.buffer.clone(), k.dummy.clone())
+            } else {
+                let w_bytes = (rp * cols * 2) as u64;
+                let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
+                let w_job = SplitJob { src: &tile.buffer, ty: w.ty, byte0: (first + c0) * row_bytes, row_bytes, cols, rows: rc, rows_pad: rp, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1, row_scale: None, pairs: out.geglu.then_some((half, width)) };
+                split_f16(k, b, &w_job, x_pending.take().as_ref())?;
+                (wh, wl)
+            };
             let tiles = (rp / bn) * (n_pad / bm);
             let (mut splits, mut split_cols) = split_k_plan(tiles, cols);
             // Partials must fit one binding; split_k_sum does not route, and GeGLU needs
@@ -581,6 +648,10 @@ pub(crate) fn matmul_coop(
                 route_end: w.rows as u32,
                 y2_off: u32_of(y2.1, "matmul output offset")?,
                 y3_off: u32_of(y3.1, "matmul output offset")?,
+                w_byte0: u32_of((first + c0) * row_bytes, "matmul weight offset")?,
+                w_row_bytes: u32_of(row_bytes, "matmul row stride")?,
+                w_pair_half: if out.geglu { half as u32 } else { 0 },
+                w_pair_off: width as u32,
                 ..CoopParams::new(cols, rc, n, (y_off, y_stride), rp / bn, groups_x)?
             };
             if splits == 1 {
@@ -598,15 +669,20 @@ pub(crate) fn matmul_coop(
     Ok(())
 }
 
-/// Whether `matmul_experts_coop` takes experts of `rpe` rows of `w` on `k`: tensor cores,
-/// whole row tiles per expert, and no more experts than moe_sort holds.
-pub(crate) fn experts_usable(k: &Kernels, w: &GpuMatrix, rpe: usize) -> bool {
-    usable(k, w.cols) && rpe.is_multiple_of(COOP_SMALL.bn) && w.rows / rpe <= super::moe::MAX_EXPERTS && expert_chunk(k, w.cols, rpe) > 0
+/// Whether `matmul_experts_coop` takes experts of `rpe` rows of `w` over `n` tokens of
+/// `top_k` pairs on `k`: tensor cores, whole row tiles per expert, no more experts than
+/// moe_sort holds, and one expert's splits within the scratch.
+pub(crate) fn experts_usable(k: &Kernels, w: &GpuMatrix, rpe: usize, n: usize, top_k: usize) -> bool {
+    usable(k, w.cols) && rpe.is_multiple_of(COOP_SMALL.bn) && w.rows / rpe <= super::moe::MAX_EXPERTS && expert_chunk(k, w, rpe, (n, top_k)) > 0
 }
 
-/// Experts whose split fits one scratch chunk.
-fn expert_chunk(k: &Kernels, cols: usize, rpe: usize) -> usize {
-    split_cap(k) / (rpe * cols * 2)
+/// The most experts one product takes: their pairs' x split (hi or lo), as their padded
+/// rows would fill it at most, and where the weights are split too their split, must
+/// each fit one scratch part.
+fn expert_chunk(k: &Kernels, w: &GpuMatrix, rpe: usize, (n, top_k): (usize, usize)) -> usize {
+    let (cols, cap) = (w.cols, split_cap(k));
+    let fits = |c: usize| super::moe::padded_rows((n * top_k).min(c * n), c, COOP_SMALL.bm) * cols * 2 <= cap && (stages_blocks(k, w.ty, None) || c * rpe * cols * 2 <= cap);
+    (1..=w.rows / rpe).rev().find(|&c| fits(c)).unwrap_or(0)
 }
 
 /// Bytes of one split part (hi or lo) a weight chunk may take: SPLIT_MAX_BYTES within one
@@ -619,8 +695,11 @@ fn split_cap(k: &Kernels) -> usize {
 /// the `n · top_k` pairs, `y[y_off + pair · rpe + r] = Σ_c w[ids[pair] · rpe + r, c] ·
 /// x[row, c]`, x rows `x_stride` apart from element `x_off`, one per token (row = pair /
 /// top_k) or one per pair (`x_per_slot`). moe_sort groups the pairs by expert into runs of
-/// whole tiles, so each expert's weights are split once and meet all its pairs in tiles,
-/// instead of being read once per pair. Experts go in chunks whose split fits the scratch
+/// whole tiles, so each expert's row tile meets its pairs in one or a few token tiles
+/// instead of being read once per pair. Where the type allows (`stages_blocks`) the
+/// product splits the experts' weights into f16 parts itself as it stages them (an
+/// expert's row tile mostly meets one token tile), else one split pass per chunk splits
+/// the experts that pairs pick. Experts go in chunks whose splits fit the scratch
 /// (`expert_chunk`); each chunk's x rows are split through the sort's map, then one
 /// product covers the chunk. The caller checked `experts_usable` and the shapes.
 #[allow(clippy::too_many_arguments)]
@@ -643,17 +722,21 @@ pub(crate) fn matmul_experts_coop(
     let tile = COOP_SMALL;
     let (bm, bn, cols) = (tile.bm, tile.bn, w.cols);
     let (experts, pairs) = (w.rows / rpe, n * top_k);
-    let chunk = expert_chunk(k, cols, rpe);
+    let chunk = expert_chunk(k, w, rpe, (n, top_k));
+    if chunk == 0 {
+        return Err(Error::Input(format!("matmul_experts: the splits of {n} tokens' pairs and an expert of {rpe} x {cols} do not fit the scratch")));
+    }
     // A chunk of c experts holds at most min(pairs, c · n) pairs.
     let chunk_rows = |c: usize| super::moe::padded_rows(pairs.min(c * n), c, bm);
-    let x_rows = chunk_rows(chunk.min(experts));
+    let x_rows = chunk_rows(chunk);
     // Row scales first (x_rows words), then the sort's words.
     let layout = super::moe::SortLayout::new(x_rows, pairs, experts, bm);
     let info = k.scratch("matmul_coop/experts_info", (layout.end() * 4) as u64);
     super::moe::moe_sort(k, b, ids, pairs, &info, layout)?;
     let x_bytes = (x_rows * cols * 2) as u64;
     let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
-    let kernel = product_kernel(k, tile, false, true)?;
+    let blocks = stages_blocks(k, w.ty, None);
+    let kernel = product_kernel(k, tile, false, true, blocks.then_some(w.ty))?;
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
     let row_bytes = w.row_bytes();
     for t in w.tiles() {
@@ -661,14 +744,19 @@ pub(crate) fn matmul_experts_coop(
         let mut e = first;
         while e < first + count {
             let c = chunk.min(first + count - e);
-            let rows = c * rpe;
-            let w_bytes = (rows * cols * 2) as u64;
-            let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
-            let w_job = SplitJob { src: &t.buffer, ty: w.ty, byte0: (e - first) * rpe * row_bytes, row_bytes, cols, rows, rows_pad: rows, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1, row_scale: None, pairs: None };
             let xr = chunk_rows(c);
             let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: xr, rows_pad: xr, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&info), pairs: None };
             let map = XMap { layout, div: if x_per_slot { 1 } else { top_k }, experts: (e, e + c), rpe };
-            split_f16_mapped(k, b, &w_job, Some(&x_job), Some(map))?;
+            let (wh, wl) = if blocks {
+                split_x_mapped(k, b, &x_job, map)?;
+                (t.buffer.clone(), k.dummy.clone())
+            } else {
+                let w_bytes = (c * rpe * cols * 2) as u64;
+                let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
+                let w_job = SplitJob { src: &t.buffer, ty: w.ty, byte0: (e - first) * rpe * row_bytes, row_bytes, cols, rows: c * rpe, rows_pad: c * rpe, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: 1, row_scale: None, pairs: None };
+                split_f16_mapped(k, b, &w_job, Some(&x_job), Some(map))?;
+                (wh, wl)
+            };
             let groups = (xr / bm) * (rpe / bn);
             let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
             let p = CoopParams {
@@ -678,7 +766,9 @@ pub(crate) fn matmul_experts_coop(
                 map_off: u32_of(layout.map_off, "matmul_experts map")?,
                 poff_off: u32_of(layout.poff_off, "matmul_experts map")?,
                 tile_off: u32_of(layout.tile_off, "matmul_experts map")?,
-                ..CoopParams::new(cols, rows, xr, (y_off, rpe), rpe / bn, groups_x)?
+                w_byte0: u32_of((e - first) * rpe * row_bytes, "matmul_experts weight offset")?,
+                w_row_bytes: u32_of(row_bytes, "matmul_experts row stride")?,
+                ..CoopParams::new(cols, c * rpe, xr, (y_off, rpe), rpe / bn, groups_x)?
             };
             b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &info], &p, grid)?;
             e += c;

@@ -35,6 +35,9 @@ pub mod shaders {
     pub const MATMUL: &str = include_str!("../../shaders/matmul/matmul.wgsl");
     pub const MATMUL_COOP: &str = include_str!("../../shaders/matmul/matmul_coop.wgsl");
     pub const SPLIT_F16: &str = include_str!("../../shaders/matmul/split_f16.wgsl");
+    pub const HI_LO: &str = include_str!("../../shaders/matmul/hi_lo.wgsl");
+    pub const MATMUL_COOP_W_SPLIT: &str = include_str!("../../shaders/matmul/matmul_coop_w_split.wgsl");
+    pub const MATMUL_COOP_W_QUANT: &str = include_str!("../../shaders/matmul/matmul_coop_w_quant.wgsl");
     pub const SPLIT_K_SUM: &str = include_str!("../../shaders/matmul/split_k_sum.wgsl");
     pub const MATMUL_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/reduce_subgroup.wgsl");
     pub const MATMUL_REDUCE_WORKGROUP: &str = include_str!("../../shaders/matmul/reduce_workgroup.wgsl");
@@ -113,6 +116,10 @@ pub mod shaders {
         }
         parts.push(own);
         Some(parts)
+    }
+    /// `quant(ty)` for the types whose file defines `dq16` (16 elements of a row at once).
+    pub fn quant16(ty: GgmlType) -> Option<Vec<&'static str>> {
+        matches!(ty, GgmlType::Q4_K | GgmlType::Q5_0 | GgmlType::Q6_K | GgmlType::Q8_0).then(|| quant(ty)).flatten()
     }
     pub const ROPE_NEOX: &str = include_str!("../../shaders/rope/rope_neox.wgsl");
     pub const SIN_COS: &str = include_str!("../../shaders/rope/sin_cos.wgsl");

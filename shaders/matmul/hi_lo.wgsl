@@ -1,0 +1,23 @@
+// f16 hi and lo parts of values already scaled for matmul_coop.wgsl: v = hi + lo · 2^-11
+// to ~2^-22 relative. Shared by split_f16.wgsl (the parts in memory) and the product
+// kernel's staging of quantized weights (matmul_coop_w_quant.wgsl). CPU twin:
+// `gpu::matmul_coop::split_f16_cpu`.
+//
+// hi is v with its significand cut to f16's 10 bits by a mask (exact in f16), 0 below
+// f16's smallest normal; lo = f16((v - hi) · 2^11), scaled up to stay clear of f16
+// subnormals, which a device may flush. The mask rather than a round trip through f16: a
+// device compiler may fold f32(f16(v)) back to v (an H100's does).
+
+const LS: f32 = 2048.0;
+
+fn hi_part(v: vec4<f32>) -> vec4<f32> {
+    let cut = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xFFFFE000u));
+    return select(cut, vec4<f32>(0.0), abs(v) < vec4<f32>(6.103515625e-5));
+}
+
+// v's hi part packed in .xy, its lo part in .zw.
+fn hi_lo(v: vec4<f32>) -> vec4<u32> {
+    let h = hi_part(v);
+    let l = (v - h) * LS;
+    return vec4<u32>(pack2x16float(h.xy), pack2x16float(h.zw), pack2x16float(l.xy), pack2x16float(l.zw));
+}
