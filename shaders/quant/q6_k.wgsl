@@ -17,34 +17,38 @@ fn q6_fields(b: u32) -> vec4<u32> {
     return vec4<u32>(g + 128u * i, g + 1024u + 64u * i, g + 1536u + 16u * i, g + 1664u + 2u * i);
 }
 
-fn dq4(row_byte: u32, k4: u32) -> vec4<f32> {
+// Where elements 4·k4 .. 4·k4 + 3 of a row lie: the words of ql and qh that hold them (as
+// indices into w; every field but d is 4-aligned here, and l a multiple of 4), their
+// quarter k (q6_quant), and d times their sub-block's scale.
+struct Q6At {
+    ql: u32,
+    qh: u32,
+    k: u32,
+    ds: f32,
+}
+
+fn q6_at(row_byte: u32, k4: u32) -> Q6At {
     let e = 4u * k4;
     let f = q6_fields(row_byte + (e / QK) * QB);
     let i = e % QK;
     let h = i / 128u;
     let k = (i / 32u) % 4u;
     let l = i % 32u;
-    // Every field but d is 4-aligned here, and l a multiple of 4.
-    let q = q6_quant(w[(f.x + 64u * h + 32u * (k & 1u) + l) >> 2u], w[(f.y + 32u * h + l) >> 2u], k);
     let sc = f32((bitcast<i32>(read_u8(f.z + 8u * h + 2u * k + l / 16u)) << 24u) >> 24u);
-    return (f16_at(f.w) * sc) * (bytes4(q) - 32.0);
+    return Q6At((f.x + 64u * h + 32u * (k & 1u) + l) >> 2u, (f.y + 32u * h + l) >> 2u, k, f16_at(f.w) * sc);
+}
+
+fn dq4(row_byte: u32, k4: u32) -> vec4<f32> {
+    let a = q6_at(row_byte, k4);
+    return a.ds * (bytes4(q6_quant(w[a.ql], w[a.qh], a.k)) - 32.0);
 }
 
 // Elements 4·k4 .. 4·k4 + 15 (k4 a multiple of 4: one sub-block), its scale read once.
 fn dq16(row_byte: u32, k4: u32) -> array<vec4<f32>, 4> {
-    let e = 4u * k4;
-    let f = q6_fields(row_byte + (e / QK) * QB);
-    let i = e % QK;
-    let h = i / 128u;
-    let k = (i / 32u) % 4u;
-    let l = i % 32u;
-    let sc = f32((bitcast<i32>(read_u8(f.z + 8u * h + 2u * k + l / 16u)) << 24u) >> 24u);
-    let ds = f16_at(f.w) * sc;
-    let ql = (f.x + 64u * h + 32u * (k & 1u) + l) >> 2u;
-    let qh = (f.y + 32u * h + l) >> 2u;
+    let a = q6_at(row_byte, k4);
     var r: array<vec4<f32>, 4>;
     for (var j = 0u; j < 4u; j++) {
-        r[j] = ds * (bytes4(q6_quant(w[ql + j], w[qh + j], k)) - 32.0);
+        r[j] = a.ds * (bytes4(q6_quant(w[a.ql + j], w[a.qh + j], a.k)) - 32.0);
     }
     return r;
 }
