@@ -1,6 +1,6 @@
 // Matrix multiply on cooperative matrices (tensor cores) for prefill:
-// y[t, r] = Σ_c w[r, c] · x[t, c], from x and w already split into f16 hi and lo parts by
-// split_f16.wgsl: x row t scaled by xf[t] (a power of two, found by the split, that brings
+// y[t, r] = Σ_c w[r, c] · x[t, c], from x split into f16 hi and lo parts by split_f16.wgsl
+// and w split likewise (by it, or as it is staged): x row t scaled by xf[t] (a power of two, found by the split, that brings
 // its largest element to [2^13, 2^14)), w by w_scale (2^4, which keeps small weights out
 // of f16's subnormals); both are divided out of each result, exactly.
 // Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, BM, BN, FR,
