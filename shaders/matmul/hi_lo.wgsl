@@ -15,6 +15,22 @@ fn hi_part(v: vec4<f32>) -> vec4<f32> {
     return select(cut, vec4<f32>(0.0), abs(v) < vec4<f32>(6.103515625e-5));
 }
 
+// The source row of output row r of a split of `rows` rows, or NONE (declared by the
+// including kernel) for a row of zeros: r itself, or with pairs (half > 0) blocks of 2 ·
+// half rows, the first half gate rows and then their up rows `off` further on, `rows`
+// counting pairs. A stacked [gate; up] so interleaved puts each gate row and its up row
+// in one subgroup of matmul_coop.wgsl (its GEGLU).
+fn split_row(r: u32, rows: u32, half: u32, off: u32) -> u32 {
+    if (half == 0u) {
+        return select(NONE, r, r < rows);
+    }
+    let pair = (r / (2u * half)) * half + r % half;
+    if (pair >= rows) {
+        return NONE;
+    }
+    return pair + select(0u, off, r % (2u * half) >= half);
+}
+
 // v's hi part packed in .xy, its lo part in .zw.
 fn hi_lo(v: vec4<f32>) -> vec4<u32> {
     let h = hi_part(v);

@@ -1,8 +1,9 @@
 // Matrix multiply on cooperative matrices (tensor cores) for prefill:
 // y[t, r] = Σ_c w[r, c] · x[t, c], from x split into f16 hi and lo parts by split_f16.wgsl
-// and w split likewise (by it, or as it is staged): x row t scaled by xf[t] (a power of two, found by the split, that brings
-// its largest element to [2^13, 2^14)), w by w_scale (2^4, which keeps small weights out
-// of f16's subnormals); both are divided out of each result, exactly.
+// and w split likewise (by it, or as it is staged): x row t scaled by xf[t] (a power of
+// two, found by the split, that brings its largest element to [2^13, 2^14)), w by w_scale
+// (2^4, which keeps small weights out of f16's subnormals); both are divided out of each
+// result, exactly.
 // Composed after a header (`enable f16; enable wgpu_cooperative_matrix;`, BM, BN, FR,
 // GEGLU, GROUPED), with hi_lo.wgsl and how w reaches workgroup memory: `stage_w(lid, w0,
 // rb, c0)` stages a step's BN rows from rb (32 columns from vec4 c0; w0: where the split
@@ -42,8 +43,7 @@
 // split from padded row poff[e0] on; w holds experts e0 .. e1 (rpe rows each, a multiple
 // of BN), split or as blocks from byte w_byte0. Workgroup g takes token tile g /
 // row_groups (row_groups: row tiles of an expert) and that tile's expert's row tile g %
-// row_groups; tiles past the chunk's
-// runs return. Result (pair, row) goes to y[y_off + pair · y_stride + row]; padding rows
+// row_groups; tiles past the chunk's runs return. Result (pair, row) goes to y[y_off + pair · y_stride + row]; padding rows
 // go nowhere.
 //
 // naga 30 writes coopStore before its operands unless they are already evaluated: every

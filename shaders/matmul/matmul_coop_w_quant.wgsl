@@ -2,26 +2,17 @@
 // invocation takes 16 consecutive elements of one row (one sub-block's scales: the type's
 // dq16), scales them by p.w_scale and splits them into hi and lo parts as split_f16.wgsl
 // does. Binding 4 is unused.
-// Row r of the tile's rows is source row r where it exists (below p.rows), or with
-// p.w_pair_half = h > 0 split_f16.wgsl's pairs: blocks of 2h rows, the first h gate rows
-// and then their up rows p.w_pair_off further on; rows past the last pair are zeros.
+// Row r of the tile's rows is the source row split_f16.wgsl would put there (hi_lo.wgsl's
+// split_row: p.rows rows, or pairs with p.w_pair_half > 0), or zeros.
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 
 const_assert WV == 4u;
 
 fn stage_w(lid: u32, w0: u32, rb: u32, c0: u32) {
     let i = (lid / 2u) * 8u + (lid % 2u) * 4u;
-    let row = rb + i / 8u;
-    var src = row;
-    var live = row < p.rows;
-    let ph = p.w_pair_half;
-    if (ph != 0u) {
-        let pair = (row / (2u * ph)) * ph + row % ph;
-        live = pair < p.rows;
-        src = pair + select(0u, p.w_pair_off, row % (2u * ph) >= ph);
-    }
+    let src = split_row(rb + i / 8u, p.rows, p.w_pair_half, p.w_pair_off);
     var v: array<vec4<f32>, 4>;
-    if (live) {
+    if (src != NONE) {
         v = dq16(p.w_byte0 + src * p.w_row_bytes, c0 + i % 8u);
     }
     for (var j = 0u; j < 4u; j++) {

@@ -102,19 +102,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 
 const NONE: u32 = 0xFFFFFFFFu;
 
-// The row of w that output row r of the first job takes, or NONE for a row of zeros.
-fn source_row(r: u32) -> u32 {
-    let h = p.pair_half;
-    if (h == 0u) {
-        return select(NONE, r, r < p.rows);
-    }
-    let pair = (r / (2u * h)) * h + r % h;
-    if (pair >= p.rows) {
-        return NONE;
-    }
-    return pair + select(0u, p.pair_off, r % (2u * h) >= h);
-}
-
 fn weight_group(i: u32) {
     if (i >= p.total) {
         return;
@@ -127,7 +114,7 @@ fn weight_group(i: u32) {
             return;
         }
     }
-    let r = source_row(i / p.cols8);
+    let r = split_row(i / p.cols8, p.rows, p.pair_half, p.pair_off);
     let c4 = 2u * (i % p.cols8);
     if (r != NONE) {
         a = dq4(p.byte0 + r * p.row_bytes, c4) * p.scale;

@@ -485,7 +485,7 @@ pub(crate) fn usable(k: &Kernels, cols: usize) -> bool {
 /// that has a dq16.
 fn stages_blocks(k: &Kernels, ty: GgmlType, rows: Option<usize>) -> bool {
     k.coop_blocks
-        && shaders::quant16(ty).is_some()
+        && shaders::has_dq16(ty)
         && rows.is_none_or(|r| r >= BLOCKS_MIN_ROWS && matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K))
 }
 
@@ -680,8 +680,8 @@ pub(crate) fn experts_usable(k: &Kernels, w: &GpuMatrix, rpe: usize, n: usize, t
 /// rows would fill it at most, and where the weights are split too their split, must
 /// each fit one scratch part.
 fn expert_chunk(k: &Kernels, w: &GpuMatrix, rpe: usize, (n, top_k): (usize, usize)) -> usize {
-    let (cols, cap) = (w.cols, split_cap(k));
-    let fits = |c: usize| super::moe::padded_rows((n * top_k).min(c * n), c, COOP_SMALL.bm) * cols * 2 <= cap && (stages_blocks(k, w.ty, None) || c * rpe * cols * 2 <= cap);
+    let (cols, cap, blocks) = (w.cols, split_cap(k), stages_blocks(k, w.ty, None));
+    let fits = |c: usize| super::moe::padded_rows((n * top_k).min(c * n), c, COOP_SMALL.bm) * cols * 2 <= cap && (blocks || c * rpe * cols * 2 <= cap);
     (1..=w.rows / rpe).rev().find(|&c| fits(c)).unwrap_or(0)
 }
 

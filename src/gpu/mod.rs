@@ -117,9 +117,13 @@ pub mod shaders {
         parts.push(own);
         Some(parts)
     }
-    /// `quant(ty)` for the types whose file defines `dq16` (16 elements of a row at once).
+    /// Whether the type's file defines `dq16` (16 elements of a row at once).
+    pub fn has_dq16(ty: GgmlType) -> bool {
+        matches!(ty, GgmlType::Q4_K | GgmlType::Q5_0 | GgmlType::Q6_K | GgmlType::Q8_0)
+    }
+    /// `quant(ty)` for the types with a `dq16`.
     pub fn quant16(ty: GgmlType) -> Option<Vec<&'static str>> {
-        matches!(ty, GgmlType::Q4_K | GgmlType::Q5_0 | GgmlType::Q6_K | GgmlType::Q8_0).then(|| quant(ty)).flatten()
+        has_dq16(ty).then(|| quant(ty)).flatten()
     }
     pub const ROPE_NEOX: &str = include_str!("../../shaders/rope/rope_neox.wgsl");
     pub const SIN_COS: &str = include_str!("../../shaders/rope/sin_cos.wgsl");
