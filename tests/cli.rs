@@ -99,6 +99,13 @@ fn logits_match_the_transformers_reference() {
     assert_eq!(got.shape, want.shape);
     let max = got.data.iter().zip(&want.data).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
     assert!(max < 2e-3, "max |Δ| {max}");
+    // The decode path, token by token: the same logits (row t sees tokens ..= t).
+    let one = env.dir.path().join("one.npy");
+    env.ok(&["logits", "--model", "tiny:moe", "--tokens", &list.join(","), "--out", one.to_str().unwrap(), "--one-by-one"]);
+    let one = rullama::npy::read::<f32>(&one).unwrap();
+    assert_eq!(one.shape, want.shape);
+    let max = one.data.iter().zip(&want.data).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    assert!(max < 2e-3, "one by one: max |Δ| {max}");
 }
 
 #[test]

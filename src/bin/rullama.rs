@@ -61,6 +61,9 @@ enum Command {
         out: PathBuf,
         #[arg(long, default_value = "cpu")]
         backend: cli::Backend,
+        /// One token at a time (the decode path) instead of the whole sequence at once.
+        #[arg(long)]
+        one_by_one: bool,
     },
     /// Answer one prompt, streaming the reply to stdout.
     Run(cli::RunArgs),
@@ -89,7 +92,7 @@ fn main() -> ExitCode {
         Command::Import { file, name } => cli::import(&store, &file, name.as_deref()),
         Command::Forget { model } => cli::forget(&store, &model),
         Command::Tokenize { model, text, bos } => cli::tokenize(&store, &model, &text, bos),
-        Command::Logits { model, tokens, out, backend } => cli::logits(&store, &model, &tokens, &out, backend),
+        Command::Logits { model, tokens, out, backend, one_by_one } => cli::logits(&store, &model, &tokens, &out, backend, one_by_one),
         Command::Run(args) => cli::run(&store, &args),
         Command::Bench(args) => cli::bench(&store, &args),
         Command::Synth { arch, preset, quant, out } => cli::synth(&arch, &preset, &quant, &out),

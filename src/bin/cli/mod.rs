@@ -246,7 +246,8 @@ pub fn tokenize(store: &StoreOptions, model: &str, text: &str, bos: bool) -> Res
     json(&ids)
 }
 
-pub fn logits(store: &StoreOptions, model: &str, tokens: &[u32], out: &Path, backend: Backend) -> Result<()> {
+/// `one_by_one`: each token in a forward pass of its own (the decode path).
+pub fn logits(store: &StoreOptions, model: &str, tokens: &[u32], out: &Path, backend: Backend, one_by_one: bool) -> Result<()> {
     if tokens.is_empty() {
         return Err(Error::Input("--tokens is empty".into()));
     }
@@ -254,7 +255,17 @@ pub fn logits(store: &StoreOptions, model: &str, tokens: &[u32], out: &Path, bac
     let m = backend.load(f, &mut |_| {})?;
     let vocab = m.config().vocab;
     let mut cache = m.new_cache(tokens.len());
-    let l = TextModel::forward(&m, tokens, &mut cache, Logits::All, &AtomicBool::new(false))?;
+    let no = AtomicBool::new(false);
+    let l = match one_by_one {
+        false => TextModel::forward(&m, tokens, &mut cache, Logits::All, &no)?,
+        true => {
+            let mut l = Vec::with_capacity(tokens.len() * vocab);
+            for t in tokens {
+                l.extend(TextModel::forward(&m, std::slice::from_ref(t), &mut cache, Logits::Last, &no)?);
+            }
+            l
+        }
+    };
     rullama::npy::write_f32(out, &[tokens.len(), vocab], &l)
 }
 
