@@ -1256,10 +1256,10 @@ fn matmul_experts_of_many_tokens_match_cpu() {
 /// padded row poff[e0] + r, its token's row split (scaled by its own power of two) or
 /// zeros for padding, rows past the chunk's runs untouched; weight rows of an expert no
 /// pair picks are not written, the others split as usual; and the x job alone
-/// (`split_x_mapped`) writes the same x parts.
+/// (`split_x`) writes the same x parts.
 #[test]
 fn split_through_expert_map() {
-    use rullama::gpu::matmul_coop::{SplitJob, XMap, row_scale_cpu, split_f16_cpu, split_f16_mapped, split_x_mapped};
+    use rullama::gpu::matmul_coop::{SplitJob, XMap, row_scale_cpu, split_f16_cpu, split_f16_mapped, split_x};
     use rullama::gpu::moe::{SortLayout, moe_sort};
     let k = kernels();
     let mut rng = ChaCha8Rng::seed_from_u64(43);
@@ -1310,7 +1310,7 @@ fn split_through_expert_map() {
     // The x job alone (products that stage their weights from blocks) writes the same parts.
     let (xh2, xl2) = (bytes(x_rows * cols), bytes(x_rows * cols));
     let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-    split_x_mapped(&k, &mut b, &SplitJob { hi: &xh2, lo: &xl2, ..x_job }, XMap { layout, div: top_k, experts: (e0, e1), rpe }).unwrap();
+    split_x(&k, &mut b, &SplitJob { hi: &xh2, lo: &xl2, ..x_job }, Some(XMap { layout, div: top_k, experts: (e0, e1), rpe })).unwrap();
     b.submit().unwrap();
     assert_eq!(halves(&xh2, x_rows * cols), gxh, "x hi parts of the x job alone");
     assert_eq!(halves(&xl2, x_rows * cols), halves(&xl, x_rows * cols), "x lo parts of the x job alone");

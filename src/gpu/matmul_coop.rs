@@ -440,18 +440,13 @@ pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&S
     launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl, xf], groups, |gx| SplitParams { groups_x: gx, ..p })
 }
 
-/// The x job of `split_f16_mapped` alone, for the experts' product (which splits its
-/// weights itself as it stages them).
-pub fn split_x_mapped(k: &Kernels, b: &mut Batch, x: &SplitJob, map: XMap) -> Result<()> {
-    split_x(k, b, x, Some(XMap { rpe: 0, ..map }))
-}
-
 /// The x job of `split_f16_mapped` alone (`map` as there), for products that stage their
-/// weights from blocks.
-fn split_x(k: &Kernels, b: &mut Batch, x: &SplitJob, map: Option<XMap>) -> Result<()> {
+/// weights from blocks (the experts' with a map).
+pub fn split_x(k: &Kernels, b: &mut Batch, x: &SplitJob, map: Option<XMap>) -> Result<()> {
     let [src, hi, lo] = ["split_f16/none_w", "split_f16/none_hi", "split_f16/none_lo"].map(|name| k.scratch(name, 16));
     let none = SplitJob { src: &src, ty: GgmlType::F32, byte0: 0, row_bytes: 0, cols: x.cols, rows: 0, rows_pad: 0, scale: 1.0, hi: &hi, lo: &lo, tile_rows: 0, col_stride: 1, row_scale: None, pairs: None };
-    split_f16_mapped(k, b, &none, Some(x), map)
+    // No weight rows, so none of an expert's.
+    split_f16_mapped(k, b, &none, Some(x), map.map(|m| XMap { rpe: 0, ..m }))
 }
 
 /// The power of two split_f16.wgsl scales an x row by: 2^(13 - e), e the exponent of its
@@ -748,7 +743,7 @@ pub(crate) fn matmul_experts_coop(
             let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: xr, rows_pad: xr, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&info), pairs: None };
             let map = XMap { layout, div: if x_per_slot { 1 } else { top_k }, experts: (e, e + c), rpe };
             let (wh, wl) = if blocks {
-                split_x_mapped(k, b, &x_job, map)?;
+                split_x(k, b, &x_job, Some(map))?;
                 (t.buffer.clone(), k.dummy.clone())
             } else {
                 let w_bytes = (c * rpe * cols * 2) as u64;
