@@ -698,6 +698,20 @@ fn matvec_tall_matrices_match_cpu() {
     }
 }
 
+/// Short rows (the per-layer-embedding projection, 256 columns): at most 16 chunks a row
+/// take 8 invocations a row, 32 rows a workgroup (matmul::matvec_tpr); every type, with a
+/// partial last workgroup of rows.
+#[test]
+fn matvec_short_rows_match_cpu() {
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let k = kernels();
+    for &ty in TYPES {
+        for cols in [256, 512] {
+            check_matvec(&k, &mut rng, ty, 1539, cols);
+        }
+    }
+}
+
 /// Long rows (the FFN's down projection): the matvec gives a row more invocations (64 to a
 /// whole workgroup, see matmul::matvec_tpr); every type, at column counts that select
 /// each width, with a partial last workgroup of rows.

@@ -162,14 +162,16 @@ const MATVEC_WG: usize = 256;
 /// rows (several rows per invocation, x in registers) measured slower end to end (E2B
 /// 89-103 tok/s).
 fn matvec_tpr(chunks: usize, rows: usize, folded: bool) -> usize {
-    let steps = (chunks / MATVEC_STEPS).next_power_of_two().clamp(32, MATVEC_WG);
+    let few = !folded && rows <= FEW_ROWS;
+    let aim = if few { FEW_ROWS_STEPS } else { MATVEC_STEPS };
+    let steps = (chunks / aim).next_power_of_two().clamp(32, MATVEC_WG);
     let pair = folded && rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16;
     let head = rows >= HEAD_ROWS && chunks <= HEAD_CHUNKS;
-    if head && chunks < 2 * 16 {
+    if (head && chunks < 2 * 16) || (few && chunks <= FEW_ROWS_SHORT) {
         8
     } else if pair || head {
         16
-    } else if !folded && rows <= FEW_ROWS {
+    } else if few {
         steps.max(FEW_ROWS_TPR)
     } else {
         steps
@@ -241,6 +243,21 @@ const HEAD_CHUNKS: usize = 192;
 /// 296.8-302.0.
 const FEW_ROWS: usize = 2048;
 const FEW_ROWS_TPR: usize = 64;
+
+/// Such a matvec aims at FEW_ROWS_STEPS chunks an invocation, not MATVEC_STEPS: the FFN's
+/// down projections (1536 rows of 6144-12288 columns on E2B) take 128-256 invocations a
+/// row instead of 64-128, twice the workgroups, each a shorter chain. Their cost beyond
+/// the weights' loads is the dot products' arithmetic and x's reads (timing-only bounds
+/// in docs/performance.md, thirty-third session), which the shorter chains spread over
+/// more of the GPU. H100 decode, three alternated rounds (tok/s): E2B 450.4-451.8 ->
+/// 453.8-455.3 (the Q6_K down of 12288 columns 17.0 -> 16.4 µs, Q4_K 14.4 -> 13.9, Q6_K
+/// of 6144 12.6 -> 11.7); the 270M's matvecs, none that long, unchanged. Rows of at most
+/// FEW_ROWS_SHORT chunks (E2B's per-layer-embedding projection, 256 columns: 8 chunks)
+/// take 8 invocations a row, 32 rows a workgroup, where FEW_ROWS_TPR left 56 of a row's
+/// 64 idle: with both rules E2B 455.5-457.0 (the projection 7.4 -> 7.0 µs); 16 a row gave
+/// 455.0-456.3.
+const FEW_ROWS_STEPS: usize = 3;
+const FEW_ROWS_SHORT: usize = 16;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
