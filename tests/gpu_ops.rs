@@ -440,7 +440,7 @@ fn attention_decode_prep_matches_cpu_on(k: &Kernels) {
     // (heads, kv_heads, head_dim, v_head_dim, pos, window, q/k weighted, v normed, fresh K/V,
     // V is K, rope factors)
     type Case = (usize, usize, usize, usize, usize, usize, bool, bool, bool, bool, bool);
-    let cases: [Case; 8] = [
+    let cases: [Case; 9] = [
         // Gemma 3 270M: weighted q/k norms, raw V, sliding window, split; and 63 splits,
         // which the merge takes in four batches (attention_merge_row.wgsl).
         (4, 1, 256, 256, 700, 512, true, false, true, false, false),
@@ -448,6 +448,8 @@ fn attention_decode_prep_matches_cpu_on(k: &Kernels) {
         // Gemma 4 global: 512 wide, V normed, rope factors, split; and V = K.
         (8, 1, 512, 512, 1000, 0, true, true, true, false, true),
         (8, 1, 512, 512, 40, 0, true, true, true, true, true),
+        // One split of two tiles (a short history: attention::DECODE_ONE_SPLIT_KEYS).
+        (4, 1, 256, 256, 50, 0, true, false, true, false, false),
         // One split (short history), first position, two KV heads.
         (4, 2, 64, 48, 0, 0, true, true, true, false, false),
         (4, 2, 64, 48, 9, 0, false, false, true, false, false),

@@ -258,7 +258,11 @@ fn split_run(k: &Kernels, b: &mut Batch, mut p: Params, q: &wgpu::Buffer, kv: Kv
     if let Some(shape) = tiled_shape(k, &p) {
         return tiled(k, b, p, q, kv, out, out_off, shape, true);
     }
-    let (splits, chunk) = split_plan(TARGET_GROUPS, rows, keys, if n_tokens == 1 { decode_tile(p.head_dim as usize) } else { CHUNK_ALIGN });
+    let (splits, chunk) = match n_tokens {
+        1 if keys <= DECODE_ONE_SPLIT_KEYS => (1, keys),
+        1 => split_plan(TARGET_GROUPS, rows, keys, decode_tile(p.head_dim as usize)),
+        _ => split_plan(TARGET_GROUPS, rows, keys, CHUNK_ALIGN),
+    };
     p.out_off = u32_of(out_off, "attention out_off")?;
     if splits <= 1 {
         return run(k, b, p, q, kv, out, rows, prep, None);
@@ -407,6 +411,16 @@ const CHUNK_ALIGN: usize = 16;
 fn decode_s(hd: usize) -> usize {
     if hd >= 512 { 16 } else { 8 }
 }
+
+/// Decode attention over at most this many keys runs unsplit, one workgroup a head taking
+/// its tiles (up to two of 32 keys at head size 256, four of 16 at 512) in turn, so no
+/// merge waits on the splits' last arrival. H100, decode tg128 after 16 tokens (depths
+/// 16-144), three alternated rounds (tok/s): E2B 461.7-462.8 -> 464.7-465.4, the 270M
+/// 1,540.7-1,548.5 -> 1,555.8-1,558.3 (two); up to 128 keys 462.0-463.0 / 1,539.8-1,543.0,
+/// up to 256 459.4-460.4 / 1,522.1-1,526.5 (longer chains cost more than the merge). The
+/// thirty-first session's floor of 64 or 128 keys a split at every depth lost past 512
+/// keys; past 64 keys the split plan is as before.
+const DECODE_ONE_SPLIT_KEYS: usize = 64;
 
 fn decode_tile(hd: usize) -> usize {
     DECODE_WG / decode_s(hd)
