@@ -251,14 +251,14 @@ const FEW_ROWS_TPR: usize = 64;
 /// in docs/performance.md, thirty-third session), which the shorter chains spread over
 /// more of the GPU. H100 decode, three alternated rounds (tok/s): E2B 450.4-451.8 ->
 /// 453.8-455.3 (the Q6_K down of 12288 columns 17.0 -> 16.4 µs, Q4_K 14.4 -> 13.9, Q6_K
-/// of 6144 12.6 -> 11.7); the 270M's kernels unchanged (its o and down projections, Q4_K /
-/// Q6_K of 32-128 chunks, keep 64 a row). Two steps lost (452.0-452.2 against 460.5-461.5: idle
-/// lanes in the second step), and so did two rows an invocation, each x load serving both
-/// (438.0-438.5 against 451.0-451.5: half the workgroups). Rows of at most
-/// FEW_ROWS_SHORT chunks (E2B's per-layer-embedding projection, 256 columns: 8 chunks)
-/// take 8 invocations a row, 32 rows a workgroup, where FEW_ROWS_TPR left 56 of a row's
-/// 64 idle: with both rules E2B 455.5-457.0 (the projection 7.4 -> 7.0 µs); 16 a row gave
-/// 455.0-456.3.
+/// of 6144 12.6 -> 11.7); the 270M's kernels unchanged (its o and down projections, Q4_K
+/// / Q6_K of 32-128 chunks, keep 64 a row). Two steps lost (452.0-452.2 against
+/// 460.5-461.5: idle lanes in the second step), and so did two rows an invocation, each
+/// x load serving both (438.0-438.5 against 451.0-451.5: half the workgroups). Rows of at
+/// most FEW_ROWS_SHORT chunks (E2B's per-layer-embedding projection, 256 columns: 8
+/// chunks) take 8 invocations a row, 32 rows a workgroup, where FEW_ROWS_TPR left 56 of a
+/// row's 64 idle: with both rules E2B 455.5-457.0 (the projection 7.4 -> 7.0 µs); 16 a
+/// row gave 455.0-456.3.
 const FEW_ROWS_STEPS: usize = 3;
 const FEW_ROWS_SHORT: usize = 16;
 
