@@ -9,8 +9,10 @@
 //   into the caches, which nothing else in this dispatch reads.
 // Composed with common/reduce*.wgsl and rope/sin_cos.wgsl. Each reduction on this
 // kernel's path is a wait of its own, so the three heads' sums of squares share one
-// (wg_sum4, adding each as head_norm_rope.wgsl adds it) and the new key's score takes the
-// second (wg_sum).
+// (wg_sum4) and the new key's score takes the second (wg_sum). RoPE's sine and cosine need
+// neither, so they are made with the loads, before the first (H100, three alternated
+// rounds, computed after the norm instead: E2B decode without RoPE at all 467.0-468.2
+// tok/s against 463.6-465.0).
 const NORM: u32 = 1u;
 const WEIGHTED: u32 = 2u;
 const ROPE: u32 = 4u;
@@ -39,8 +41,8 @@ struct Pre {
     k: vec2<f32>,
     wk: vec2<f32>,
     v: vec2<f32>,
-    inv_freq: f32,
-    factor: f32,
+    // RoPE pair j's (sin, cos) at the new position.
+    rot: vec2<f32>,
 }
 
 fn pre_load(sp: Span, lid: u32) -> Pre {
@@ -51,9 +53,9 @@ fn pre_load(sp: Span, lid: u32) -> Pre {
     let at = p.q_off + sp.th * p.head_dim + j;
     let kb = sp.kvh * p.head_dim + j;
     let vb = sp.kvh * p.v_head_dim + 2u * i;
-    var f = 1.0;
+    var theta = f32(p.pos0) * p.rope_scale * inv_freq[j];
     if (p.has_factors != 0u) {
-        f = factors[j];
+        theta = theta / factors[j];
     }
     return Pre(
         vec2<f32>(q[at], q[at + half]),
@@ -61,16 +63,14 @@ fn pre_load(sp: Span, lid: u32) -> Pre {
         vec2<f32>(kn[kb], kn[kb + half]),
         vec2<f32>(wk[j], wk[j + half]),
         vec2<f32>(vn[vb], vn[vb + 1u]),
-        inv_freq[j],
-        f,
+        sin_cos(theta),
     );
 }
 
 // What a pair (x.x, x.y) = elements (j, j + half) of a head becomes: RMS-normed by its
 // head's sum of squares `ss` when `flags` ask, times the weights `w` (WEIGHTED), then
-// rotated by RoPE pair j at frequency `fr` and rope factor `f` (ROPE; pre_load makes f 1
-// where no factors are bound).
-fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, ss: f32, dim: u32) -> vec2<f32> {
+// rotated by RoPE pair j's (sin, cos) `sc` (ROPE).
+fn head_pair(x: vec2<f32>, w: vec2<f32>, sc: vec2<f32>, flags: u32, ss: f32, dim: u32) -> vec2<f32> {
     var v = x;
     // Uniform per workgroup: the flags decide.
     if ((flags & NORM) != 0u) {
@@ -80,11 +80,6 @@ fn head_pair(x: vec2<f32>, w: vec2<f32>, fr: f32, f: f32, flags: u32, ss: f32, d
         }
     }
     if ((flags & ROPE) != 0u) {
-        var theta = f32(p.pos0) * p.rope_scale * fr;
-        if (f != 1.0) {
-            theta = theta / f;
-        }
-        let sc = sin_cos(theta);
         v = vec2<f32>(v.x * sc.y - v.y * sc.x, v.y * sc.y + v.x * sc.x);
     }
     return v;
@@ -114,7 +109,7 @@ fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
     let kx = select(vec2<f32>(0.0), pre.k, fresh && lid < half);
     let vx = select(vec2<f32>(0.0), pre.v, fresh && lid < vh);
     let ss = wg_sum4(vec4<f32>(dot(qx, qx), dot(kx, kx), dot(vx, vx), 0.0), lid);
-    let qv = head_pair(qx, pre.wq, pre.inv_freq, pre.factor, p.q_flags, ss.x, p.head_dim);
+    let qv = head_pair(qx, pre.wq, pre.rot, p.q_flags, ss.x, p.head_dim);
     if (lid < half) {
         q_s[j >> 2u][j & 3u] = qv.x;
         q_s[(j + half) >> 2u][(j + half) & 3u] = qv.y;
@@ -122,8 +117,8 @@ fn prepare(sp: Span, lid: u32, pre: Pre) -> f32 {
     if (!fresh) {
         return 0.0;
     }
-    let kv = kv_round2(head_pair(kx, pre.wk, pre.inv_freq, pre.factor, p.k_flags, ss.y, p.head_dim));
-    let vv = kv_round2(head_pair(vx, vec2<f32>(1.0), 0.0, 1.0, p.v_flags & NORM, ss.z, p.v_head_dim));
+    let kv = kv_round2(head_pair(kx, pre.wk, pre.rot, p.k_flags, ss.y, p.head_dim));
+    let vv = kv_round2(head_pair(vx, vec2<f32>(1.0), vec2<f32>(0.0, 1.0), p.v_flags & NORM, ss.z, p.v_head_dim));
     if (lid < half) {
         kt_s[j] = kv.x;
         kt_s[j + half] = kv.y;
