@@ -100,8 +100,8 @@ struct Ple {
 /// f32 activation values a session allocates (for up to MAX_BATCH tokens at once).
 fn scratch_floats(c: &Config) -> usize {
     let (qmax, fmax) = widest(c);
-    // x, y, a, ffn; q, attn; gate (room for [gate | up] rows), up.
-    MAX_BATCH * (4 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab
+    // x, y, a, ffn; q, attn; gate (room for [gate | up] rows), up; one row each of x2 and zeros.
+    MAX_BATCH * (4 * c.hidden + 2 * qmax + 3 * fmax) + LOGIT_ROWS * c.vocab + 2 * c.hidden
 }
 
 /// Widest per-token attention row (all heads) and FFN row over the layers: the sizes of the
@@ -174,6 +174,8 @@ struct Scratch {
     x: wgpu::Buffer,
     /// One row: where a folded residual step moves the residual (`forward::residual`).
     x2: wgpu::Buffer,
+    /// One row of zeros (never written): the step `Residual::start` leaves pending.
+    zeros: wgpu::Buffer,
     y: wgpu::Buffer,
     q: wgpu::Buffer,
     attn: wgpu::Buffer,
@@ -640,6 +642,7 @@ impl GpuModel {
             ids: kernel::storage(&k.gpu, "ids", (b * 4) as u64),
             x: f32_buf(k, "x", b * c.hidden),
             x2: f32_buf(k, "x2", c.hidden),
+            zeros: f32_buf(k, "zeros", c.hidden),
             y: f32_buf(k, "y", b * c.hidden),
             q: f32_buf(k, "q", b * qmax),
             attn: f32_buf(k, "attn", b * qmax),
@@ -724,6 +727,7 @@ impl GpuModel {
         matmul::embed(&self.k, &mut b, &self.token_embd, ids, ids_off, n, c.embed_scale, &cache.s.x, 0)?;
         self.per_layer_inputs(&mut b, cache, ids, ids_off, n)?;
         let mut r = Residual::new(&cache.s.x, &cache.s.x2, self.fold_residual, n, c.hidden, c.eps);
+        r.start(&cache.s.zeros);
         // With `cancel`, one layer group runs on the GPU while the next is recorded: the
         // host waits for group i - 1 after submitting group i, so the GPU never idles on
         // recording and a cancel takes effect within two groups. (Waiting for each group

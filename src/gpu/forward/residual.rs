@@ -35,6 +35,17 @@ impl<'a> Residual<'a> {
         Residual { cur: x, other: spare, pending: None, fold: fold && rows == 1, rows, n, eps }
     }
 
+    /// Where matvecs fold the residual step (one token), leave the step x += 0 pending
+    /// (`zeros`: a row of zeros, used as both its output and its post-norm weights) so the
+    /// first block's input norm goes into its matvec as well, not into an rms_norm_to
+    /// dispatch of its own. The step changes no bit of x: RMS(0) is 1/√eps, finite for
+    /// eps > 0, and its product with 0 is 0.
+    pub fn start(&mut self, zeros: &'a wgpu::Buffer) {
+        if self.fold && self.eps > 0.0 && self.pending.is_none() {
+            self.pending = Some(Step { a: zeros, post: zeros, scale: None });
+        }
+    }
+
     /// The buffer holding the residual, once no step is pending.
     pub fn x(&self) -> &'a wgpu::Buffer {
         debug_assert!(self.pending.is_none(), "a residual step is pending");
