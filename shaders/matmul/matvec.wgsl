@@ -20,11 +20,10 @@
 // Prologue (RN > 0, RN = the row length): the residual step of norm/residual_norm.wgsl is
 // done here instead of in a dispatch of its own. Every workgroup computes
 //   x' = (x_in + RMS(a) · w_post) · scale,   input = RMS(x') · w_pre (with p.pre) or x'
-// into workgroup memory, in the same arithmetic order but for Σx'² (which one reduction
-// gathers with Σa² from the inputs: see prologue), and the first workgroup of the
+// into workgroup memory, in the same arithmetic order, and the first workgroup of the
 // first tile also stores x' to x_out (a different buffer from x_in: the others still read
 // x_in). In decode a dispatch costs ~5 µs on an H100 whatever it does; this costs each
-// workgroup a few reads from L2 and a reduction.
+// workgroup a few reads from L2 and two reductions.
 //
 // TPR invocations share a row and stride over its chunks, so each reads whole blocks with
 // several loads in flight; WG / TPR rows per row tile, and TILES row tiles per workgroup,
@@ -125,11 +124,7 @@ fn prologue(lid: u32, first: bool) {
     var xv: array<vec4<f32>, RKEEP>;
     var wa: array<vec4<f32>, RKEEP>;
     var wb: array<vec4<f32>, RKEEP>;
-    // With w_pre the input's norm needs Σx'², which follows from four sums of the inputs,
-    // x' = (x + r · t) · scale with t = a · w_post: Σx'² = scale² (Σx² + 2r Σx·t + r² Σt²).
-    // So both norms come from one reduction, not a second one after x' (H100, three
-    // alternated rounds: E2B decode 463.6-465.0 -> 466.2-466.4 tok/s).
-    var s4 = vec4<f32>(0.0);
+    var ss = 0.0;
     for (var j = 0u; j < RKEEP; j++) {
         let i = 4u * min(lid + j * WG, RN4 - 1u);
         // Element by element: the offsets need not be multiples of 4.
@@ -140,22 +135,10 @@ fn prologue(lid: u32, first: bool) {
             wa[j][t] = w_post[i + t];
             wb[j][t] = w_pre[i + t];
         }
-        if (lid + j * WG < RN4) {
-            let t = av[j] * wa[j];
-            s4 += vec4<f32>(dot(av[j], av[j]), dot(xv[j], xv[j]), dot(xv[j], t), dot(t, t));
-        }
+        ss += select(0.0, dot(av[j], av[j]), lid + j * WG < RN4);
     }
-    var r = 0.0;
-    var r2 = 1.0;
-    if (p.pre != 0u) {
-        let sum = wg_sum4(s4, lid);
-        r = inverseSqrt(sum.x / f32(RN) + p.eps);
-        // Rounding could take a vanishing Σx'² below zero.
-        let ss2 = max((sum.y + 2.0 * r * sum.z + r * r * sum.w) * (p.scale * p.scale), 0.0);
-        r2 = inverseSqrt(ss2 / f32(RN) + p.eps);
-    } else {
-        r = inverseSqrt(wg_sum(s4.x, lid) / f32(RN) + p.eps);
-    }
+    let r = inverseSqrt(wg_sum(ss, lid) / f32(RN) + p.eps);
+    ss = 0.0;
     for (var j = 0u; j < RKEEP; j++) {
         let q = lid + j * WG;
         if (q < RN4) {
@@ -170,7 +153,12 @@ fn prologue(lid: u32, first: bool) {
                 x_out[o + 3u] = v.w;
             }
             xv[j] = v;
+            ss += dot(v, v);
         }
+    }
+    var r2 = 1.0;
+    if (p.pre != 0u) {
+        r2 = inverseSqrt(wg_sum(ss, lid) / f32(RN) + p.eps);
     }
     for (var j = 0u; j < RKEEP; j++) {
         let q = lid + j * WG;
