@@ -10,9 +10,9 @@
 // Composed with common/reduce*.wgsl and rope/sin_cos.wgsl. Each reduction on this
 // kernel's path is a wait of its own, so the three heads' sums of squares share one
 // (wg_sum4) and the new key's score takes the second (wg_sum). RoPE's sine and cosine need
-// neither, so they are made with the loads, before the first (H100, three alternated
-// rounds, computed after the norm instead: E2B decode without RoPE at all 467.0-468.2
-// tok/s against 463.6-465.0).
+// neither, so they are made with the loads, before the first (what was on that path: E2B
+// decode with no RoPE at all, timing only, 467.0-468.2 tok/s against 463.6-465.0 on an
+// H100, three alternated rounds; the move's own share was not measured apart).
 const NORM: u32 = 1u;
 const WEIGHTED: u32 = 2u;
 const ROPE: u32 = 4u;
