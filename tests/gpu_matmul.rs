@@ -613,9 +613,9 @@ fn folded_matvec_of_many_rows_matches_cpu() {
 /// vector, the plain and the gated (per-layer-embedding) matvec.
 /// The staged input differs from the CPU's by the order of the norms' sums (a few ulp),
 /// so the products keep TOL; x' (one rounding per op, same order) is held to 1e-6. A third
-/// case has the step cancel x to ~1e-3 of its terms, where Σx'² from the inputs' sums
-/// would be off by ~10% and the matvec must reduce x' itself: both sides' x' then carry
-/// their rounding of the terms (~1e-7 of them, 1e-4 of x'), hence 1e-3 there.
+/// case has the step cancel x to ~1e-3 of its terms, where Σx'² taken from the inputs'
+/// sums put the products 1.0e-2 off, so the matvec must reduce x' itself: both sides' x'
+/// carry their rounding of the terms (~1e-7 of them, 1e-4 of x'), hence 1e-3 there.
 #[test]
 fn matvec_residual_input_matches_cpu() {
     use rullama::gpu::matmul::{ResidualIn, matvec_gelu_mul, matvec_input};
