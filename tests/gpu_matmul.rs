@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 use rand::{RngExt, SeedableRng};
-use common::coop_kernels;
+use common::{coop_kernels, coop_kernels_required};
 use rand_chacha::ChaCha8Rng;
 use rullama::Error;
 use rullama::cpu::ops::{self, QMatrix};
@@ -770,14 +770,15 @@ fn prefill_matmul_case(k: &Kernels) {
     }
 }
 
-/// Shapes only the tensor-core kernel's encoder treats specially, on devices that have one:
-/// its large tile (≥ 8192 rows and ≥ 256 tokens; from 1536 rows, split over the columns
+/// Shapes only the tensor-core kernel's encoder treats specially (ignored by default:
+/// `common::NEEDS_TENSOR_CORES`): its large tile (≥ 8192 rows and ≥ 256 tokens; from 1536 rows, split over the columns
 /// when the tiles alone are few) and weight splits in several chunks (hi and lo over
 /// 128 MiB each). The last is Gemma 4 E2B's down projection at 512 tokens: 48 tiles of
 /// 128 x 128, split 11 ways.
 #[test]
+#[ignore = "needs tensor cores: see common::NEEDS_TENSOR_CORES"]
 fn coop_tiles_and_chunks_match_cpu() {
-    let Some(k) = coop_kernels() else { return };
+    let k = coop_kernels_required();
     let mut rng = ChaCha8Rng::seed_from_u64(23);
     // (Q6_K, 1536 columns, 1100 rows, 33 tokens): one token tile, weights staged from their
     // blocks, split-K over the columns.
@@ -854,10 +855,11 @@ fn split_row_scales_match_cpu() {
 /// whose largest element is 3e7, 1e-6, 1, and ones with a single large outlier): each row
 /// matches the CPU to TOL of its own size. A fixed scale turned such rows to inf or lost
 /// the small ones' bits. Devices without tensor cores run the f32 kernel, which this
-/// does not concern.
+/// does not concern (ignored by default: `common::NEEDS_TENSOR_CORES`).
 #[test]
+#[ignore = "needs tensor cores: see common::NEEDS_TENSOR_CORES"]
 fn coop_matmul_of_large_and_small_activations() {
-    let Some(k) = coop_kernels() else { return };
+    let k = coop_kernels_required();
     let mut rng = ChaCha8Rng::seed_from_u64(41);
     let (cols, rows) = (512, 70);
     let tops = [3e7f32, 1e-6, 1.0, 2e5, 1e-3, 5e6, 1.0, 1e-6, 3e7, 7.0, 0.5, 1e4];

@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 
 use rand::{RngExt, SeedableRng};
-use common::coop_kernels;
+use common::coop_kernels_required;
 use rand_chacha::ChaCha8Rng;
 use rullama::cpu::ops;
 use half::f16;
@@ -261,13 +261,13 @@ fn attention_matches_cpu() {
 /// the CPU: Gemma 4 sliding and global shapes, a cache only as long as the prompt (the
 /// sliding layer's last padded key range moves down into it). A cache too short for a
 /// padded key range is refused before anything is recorded. Tolerance as
-/// attention_matches_cpu. Devices without tensor cores have nothing to check here
-/// (`RULLAMA_REQUIRE_COOP=1` makes that a failure).
+/// attention_matches_cpu. Ignored by default (`common::NEEDS_TENSOR_CORES`).
 #[test]
+#[ignore = "needs tensor cores: see common::NEEDS_TENSOR_CORES"]
 fn coop_attention_in_blocks_matches_cpu() {
     use rullama::gpu::attention::KvCaches;
     use rullama::gpu::attention_coop::{CoopAttention, attention, usable};
-    let Some(k) = coop_kernels() else { return };
+    let k = coop_kernels_required();
     let mut rng = ChaCha8Rng::seed_from_u64(43);
     // (n_tokens, n_heads, head_dim, pos0, window, extra cache positions, score block bytes)
     for (n, nh, hd, pos0, window, extra, block) in [(150, 8, 256, 0, 40, 0, 1 << 18), (130, 4, 256, 20, 0, 10, 1 << 17), (97, 8, 512, 0, 0, 31, 1 << 17), (97, 8, 512, 0, 0, 0, 1 << 17), (97, 8, 512, 0, 0, 31, 1 << 16)] {

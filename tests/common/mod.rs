@@ -62,3 +62,16 @@ pub fn coop_kernels() -> Option<rullama::gpu::Kernels> {
     }
     k.gpu.coop.then_some(k)
 }
+
+/// Why a test of the tensor-core kernels alone is ignored by default: no adapter in CI
+/// (lavapipe: 8 x 8 fragments, subgroups of 8) can run them, and a test that returned
+/// early there would count as a pass.
+pub const NEEDS_TENSOR_CORES: &str = "needs tensor cores (16 x 16 f16 cooperative matrices over subgroups of 32): run with --include-ignored on such a GPU";
+
+/// Kernels for such a test (run with `--include-ignored`): fails where the device has no
+/// tensor cores the kernels can use.
+pub fn coop_kernels_required() -> rullama::gpu::Kernels {
+    let k = rullama::gpu::Kernels::new(rullama::gpu::Gpu::get().expect("a GPU adapter"));
+    assert!(k.gpu.coop, "{} has no usable cooperative matrices: {NEEDS_TENSOR_CORES}", k.gpu.info.name);
+    k
+}
