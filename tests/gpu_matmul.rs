@@ -21,14 +21,14 @@ use std::sync::Arc;
 
 use half::{bf16, f16};
 use rand::{RngExt, SeedableRng};
-use common::{coop_kernels, coop_kernels_required};
+use common::{coop_kernels, coop_kernels_required, kernels};
 use rand_chacha::ChaCha8Rng;
 use rullama::Error;
 use rullama::cpu::ops::{self, QMatrix};
 use rullama::gguf::{GgmlType, GgufFile};
 use rullama::gpu::matmul::{MatvecIn, embed, matmul, matmul_experts};
 use rullama::gpu::weights::upload_blocks;
-use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, block_groups, kernel};
+use rullama::gpu::{Batch, GpuMatrix, Kernels, block_groups, kernel};
 
 /// Every weight type in Ollama's Gemma GGUFs.
 const TYPES: &[GgmlType] = &[
@@ -46,10 +46,6 @@ const TYPES: &[GgmlType] = &[
 ];
 
 const TOL: f32 = 1e-5;
-
-fn kernels() -> Kernels {
-    Kernels::new(Gpu::get().expect("a GPU adapter (lavapipe in CI: mesa-vulkan-drivers)"))
-}
 
 /// The reduction variants this device can run: workgroup memory, and subgroups if present.
 fn variants() -> Vec<Kernels> {
@@ -771,9 +767,9 @@ fn prefill_matmul_case(k: &Kernels) {
 }
 
 /// Shapes only the tensor-core kernel's encoder treats specially (ignored by default:
-/// `common::NEEDS_TENSOR_CORES`): its large tile (≥ 8192 rows and ≥ 256 tokens; from 1536 rows, split over the columns
-/// when the tiles alone are few) and weight splits in several chunks (hi and lo over
-/// 128 MiB each). The last is Gemma 4 E2B's down projection at 512 tokens: 48 tiles of
+/// `common::NEEDS_TENSOR_CORES`): its large tile (≥ 8192 rows and ≥ 256 tokens; from 1536
+/// rows, split over the columns when the tiles alone are few) and weight splits in several
+/// chunks (hi and lo over 128 MiB each). The last is Gemma 4 E2B's down projection at 512 tokens: 48 tiles of
 /// 128 x 128, split 11 ways.
 #[test]
 #[ignore = "needs tensor cores: see common::NEEDS_TENSOR_CORES"]

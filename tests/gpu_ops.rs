@@ -10,15 +10,11 @@ mod common;
 use std::sync::Arc;
 
 use rand::{RngExt, SeedableRng};
-use common::coop_kernels_required;
+use common::{coop_kernels_required, kernels};
 use rand_chacha::ChaCha8Rng;
 use rullama::cpu::ops;
 use half::f16;
-use rullama::gpu::{Batch, Gpu, Kernels, kernel};
-
-fn kernels() -> Kernels {
-    Kernels::new(Gpu::get().expect("a GPU adapter (lavapipe in CI: mesa-vulkan-drivers)"))
-}
+use rullama::gpu::{Batch, Kernels, kernel};
 
 /// The kernels as the device runs them and, where that uses subgroup reductions, with the
 /// workgroup-memory reductions too (`gpu::reduce`): both are checked.

@@ -52,11 +52,16 @@ pub fn compare(label: &str, got: &[f32], want: &[f32], vocab: usize) -> f32 {
     max / sd
 }
 
+/// Kernels on the process's GPU adapter.
+pub fn kernels() -> rullama::gpu::Kernels {
+    rullama::gpu::Kernels::new(rullama::gpu::Gpu::get().expect("a GPU adapter (lavapipe in CI: mesa-vulkan-drivers)"))
+}
+
 /// Kernels for a test of the tensor-core path alone: None where the device has no tensor
 /// cores (the f32 kernels' tests cover it), a failure there with `RULLAMA_REQUIRE_COOP=1`
 /// (set where they are expected).
 pub fn coop_kernels() -> Option<rullama::gpu::Kernels> {
-    let k = rullama::gpu::Kernels::new(rullama::gpu::Gpu::get().expect("a GPU adapter (lavapipe in CI: mesa-vulkan-drivers)"));
+    let k = kernels();
     if std::env::var_os("RULLAMA_REQUIRE_COOP").is_some() {
         assert!(k.gpu.coop, "RULLAMA_REQUIRE_COOP: {} has no usable cooperative matrices", k.gpu.info.name);
     }
@@ -71,7 +76,7 @@ pub const NEEDS_TENSOR_CORES: &str = "needs tensor cores (16 x 16 f16 cooperativ
 /// Kernels for such a test (run with `--include-ignored`): fails where the device has no
 /// tensor cores the kernels can use.
 pub fn coop_kernels_required() -> rullama::gpu::Kernels {
-    let k = rullama::gpu::Kernels::new(rullama::gpu::Gpu::get().expect("a GPU adapter"));
+    let k = kernels();
     assert!(k.gpu.coop, "{} has no usable cooperative matrices: {NEEDS_TENSOR_CORES}", k.gpu.info.name);
     k
 }
