@@ -436,9 +436,9 @@ fn attention_decode_prep_matches_cpu_on(k: &Kernels) {
     // (heads, kv_heads, head_dim, v_head_dim, pos, window, q/k weighted, v normed, fresh K/V,
     // V is K, rope factors)
     type Case = (usize, usize, usize, usize, usize, usize, bool, bool, bool, bool, bool);
-    let cases: [Case; 9] = [
+    let cases: [Case; 10] = [
         // Gemma 3 270M: weighted q/k norms, raw V, sliding window, split; and 63 splits,
-        // which the merge takes in four batches (attention_merge_row.wgsl).
+        // which the merge takes in eight batches of 8 (attention::merge_batch).
         (4, 1, 256, 256, 700, 512, true, false, true, false, false),
         (4, 1, 256, 256, 2000, 0, true, false, true, false, false),
         // Gemma 4 global: 512 wide, V normed, rope factors, split; and V = K.
@@ -451,6 +451,8 @@ fn attention_decode_prep_matches_cpu_on(k: &Kernels) {
         (4, 2, 64, 48, 9, 0, false, false, true, false, false),
         // A layer reading another's KV: q only.
         (8, 1, 256, 256, 300, 512, true, true, false, false, false),
+        // Four splits, merged in one batch of 4, as E2B's sliding layers are early in a reply.
+        (8, 1, 256, 256, 100, 512, true, false, true, false, false),
         (3, 1, 32, 32, 77, 0, true, false, false, false, false),
     ];
     let (eps, base, pos_scale, scale) = (1e-6f32, 10_000.0f32, 1.0f32, 0.0625f32);

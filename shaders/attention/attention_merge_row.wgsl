@@ -12,15 +12,8 @@
 // s at (r * splits + s) * (v_head_dim + 2), as attention_common.wgsl stores them) and
 // merge_out(i, v) (element i = r * v_head_dim + d of the row-major output), and
 // MERGE_PER, the output dimensions per invocation (ceil(v_head_dim / WG), or the most any
-// v_head_dim ≤ 512 needs where the kernel serves them all).
-// Splits per batch: 8. Decode merges 3-5 splits at depths 65-144 and 16-20 at 512-640
-// (attention.rs's split plan), and a batch loads MB splits whatever the count: fewer
-// registers beat fewer rounds. H200, decode tg128 (tok/s, two or four alternated runs)
-// after 16 tokens / after 512 with MB = 32, 16, 8, 4, 2: E2B 476.3-476.7, 486.5-488.7,
-// 492.0-493.8, 496.1-497.0, 495.4-496.2 / 456.3-456.7, 471.8-473.4, 476.2-477.8,
-// 477.1-478.0, 472.7-473.3; the 270M (16, 8, 4) 1,631-1,635, 1,642-1,649, 1,644-1,652 /
-// 1,586.1-1,586.4, 1,584.5-1,589.4, 1,571.8-1,572.1.
-const MB: u32 = 8u;
+// v_head_dim ≤ 512 needs where the kernel serves them all), and MB, the splits a batch
+// loads (attention.rs's merge_batch: fewer registers and repeated loads beat fewer rounds).
 
 fn merge_row(row: u32, splits: u32, v_head_dim: u32, lid: u32) {
     let stride = v_head_dim + 2u;

@@ -296,6 +296,21 @@ fn partials(k: &Kernels, rows: usize, splits: usize, v_head_dim: usize) -> Resul
     Ok(k.scratch("attention_split/partials", len as u64 * 4))
 }
 
+/// Splits attention_merge_row.wgsl loads a batch (its MB) for a merge of `splits`: each
+/// batch loads MB splits whatever the count, repeating the last, and holds
+/// MB × (2 + MERGE_PER) registers for them. Decode merges 3-4 splits at depths 65-128 and
+/// 16-20 at 512-640 (the split plan). H200, decode tg128 (tok/s, two or four alternated
+/// runs) after 16 tokens / after 512 with one MB everywhere, 32, 16, 8, 4, 2: E2B
+/// 476.3-476.7, 486.5-488.7, 492.0-493.8, 496.1-497.0, 495.4-496.2 / 456.3-456.7,
+/// 471.8-473.4, 476.2-477.8, 477.1-478.0, 472.7-473.3; the 270M (16, 8, 4) 1,631-1,635,
+/// 1,642-1,649, 1,644-1,652 / 1,586.1-1,586.4, 1,584.5-1,589.4, 1,571.8-1,572.1. So 4 up
+/// to four splits (one round), 8 past them: against 8 everywhere, E2B +0.4% after 16
+/// tokens (488.5-488.8 -> 490.2-491.3), the 270M +0.7% (1,610-1,619 -> 1,625-1,631), the
+/// same after 512 (both take 8 there; thirty-ninth session, three / two alternated runs).
+fn merge_batch(splits: usize) -> usize {
+    if splits <= 4 { 4 } else { 8 }
+}
+
 /// attention_merge.wgsl: `rows` rows of `splits` partial states each from `part` into
 /// `out` from element `out_off`.
 #[allow(clippy::too_many_arguments)]
@@ -308,7 +323,10 @@ fn merge(k: &Kernels, b: &mut Batch, part: &wgpu::Buffer, out: &wgpu::Buffer, ou
         groups_x: 0,
     };
     let access = [Access::Read, Access::ReadWrite];
-    launch(k, b, "attention_merge", &[shaders::ATTENTION_MERGE, shaders::ATTENTION_MERGE_ROW], &access, &[part, out], rows, |groups_x| MergeParams {
+    let mb = merge_batch(splits);
+    let header = format!("const MB: u32 = {mb}u;\n");
+    let code = [header.as_str(), shaders::ATTENTION_MERGE, shaders::ATTENTION_MERGE_ROW];
+    launch(k, b, &format!("attention_merge/mb{mb}"), &code, &access, &[part, out], rows, |groups_x| MergeParams {
         groups_x,
         ..mp
     })
@@ -508,9 +526,10 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
         let (hd, vhd) = (p.head_dim as usize, p.v_head_dim as usize);
         let s = decode_s(hd);
         let mut header = format!("const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst S: u32 = {s}u;\n", hd / 4, vhd / 4);
-        if merged.is_none() {
+        match merged {
             // The splits' partials go to attention_merge.wgsl: nothing to finish.
-            header += "fn finish(th: u32, lid: u32) {}\n";
+            None => header += "fn finish(th: u32, lid: u32) {}\n",
+            Some(_) => header += &format!("const MB: u32 = {}u;\n", merge_batch(p.splits as usize)),
         }
         // A key's S partial scores meet by subgroup shuffles where a subgroup holds them.
         let (sum, sum_tag) = match super::uniform_subgroups(k) {
@@ -542,7 +561,7 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
             code.extend([shaders::ATTENTION_MERGE_ROW, shaders::ATTENTION_DECODE_MERGE]);
             buffers.extend([merged, &arrivals]);
             access.extend([rw, rw]);
-            name += "/merge";
+            name += &format!("/merge/mb{}", merge_batch(p.splits as usize));
         } else {
             code.push(shaders::ATTENTION_OUT);
         }
