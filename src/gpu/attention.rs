@@ -526,10 +526,11 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
         let (hd, vhd) = (p.head_dim as usize, p.v_head_dim as usize);
         let s = decode_s(hd);
         let mut header = format!("const HD4: u32 = {}u;\nconst VHD4: u32 = {}u;\nconst S: u32 = {s}u;\n", hd / 4, vhd / 4);
+        let mb = merge_batch(p.splits as usize);
         match merged {
             // The splits' partials go to attention_merge.wgsl: nothing to finish.
             None => header += "fn finish(th: u32, lid: u32) {}\n",
-            Some(_) => header += &format!("const MB: u32 = {}u;\n", merge_batch(p.splits as usize)),
+            Some(_) => header += &format!("const MB: u32 = {mb}u;\n"),
         }
         // A key's S partial scores meet by subgroup shuffles where a subgroup holds them.
         let (sum, sum_tag) = match super::uniform_subgroups(k) {
@@ -561,7 +562,7 @@ fn run(k: &Kernels, b: &mut Batch, p: Params, q: &wgpu::Buffer, kv: KvCaches, ou
             code.extend([shaders::ATTENTION_MERGE_ROW, shaders::ATTENTION_DECODE_MERGE]);
             buffers.extend([merged, &arrivals]);
             access.extend([rw, rw]);
-            name += &format!("/merge/mb{}", merge_batch(p.splits as usize));
+            name += &format!("/merge/mb{mb}");
         } else {
             code.push(shaders::ATTENTION_OUT);
         }
