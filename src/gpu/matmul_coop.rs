@@ -83,13 +83,22 @@ impl CoopTile {
 /// matrix from 1536 rows cost the 270M layout 2–6% (its routed q/k/v in 48 workgroups).
 /// Unrouted matrices from 1536 rows and 2048 columns take them too (Gemma 4 26B-A4B's o,
 /// down and dense [gate; up]: 26B-A4B prefill 512 4,832-4,850 -> 5,030-5,097 tok/s, 2048
-/// tokens 5,132 -> 5,272; no E2B or 270M matrix changes tile).
+/// tokens 5,132 -> 5,272; no E2B or 270M matrix changes tile). Rows shorter than
+/// LARGE_MIN_COLS stay on 64 × 64 tiles: too few steps for the staged rows' reuse to pay
+/// for a grid of a third of the SMs, and too few columns to split (E2B's per-layer
+/// projection, 1536 × 256: 48 workgroups of 128 × 128 against 192 of 64 × 64).
 fn tile_for(k: &Kernels, rows: usize, cols: usize, n: usize, routed: bool) -> CoopTile {
     let few = rows.div_ceil(COOP_SMALL.bn) * n.div_ceil(COOP_SMALL.bm) < SPLIT_BELOW;
-    let tall = rows >= 8192 || (rows >= 1536 && !routed && (few || cols >= 2048));
+    let tall = cols >= LARGE_MIN_COLS && (rows >= 8192 || (rows >= 1536 && !routed && (few || cols >= 2048)));
     let large = tall && n >= 256 && COOP_LARGE.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize;
     if large { COOP_LARGE } else { COOP_SMALL }
 }
+
+/// Fewest columns a matrix takes 128 × 128 tiles at (see `tile_for`). H200, prefill of
+/// 512 tokens, Gemma 4 E2B layout, three alternated rounds (tok/s, best of 5): 12,137-12,246
+/// with the per-layer projection on 128 × 128 tiles, 12,290-12,304 on 64 × 64 (+0.5%); 2048
+/// tokens 12,749-12,769 against 12,748-12,774; the logits bit for bit the same.
+const LARGE_MIN_COLS: usize = 512;
 
 /// Columns must be a multiple of this (the kernel steps 16 at a time; 32 keeps rows of
 /// f16 pairs whole).
