@@ -10,7 +10,8 @@
 //!
 //! On the H100 (driver 580.159.04): E2B's folded [gate; up] Q4_K matvec holds 58 registers
 //! (four 256-invocation workgroups per SM: its 384 workgroups run in one wave), decode
-//! attention 122 (head dim 256) and 218 (512), the 128 x 128 tensor-core product 255.
+//! attention 122 (head dim 256) and 218 (512). On an H200 (same driver), the 128 x 128
+//! tensor-core product 200-201 (one 256-invocation workgroup an SM), the 64 x 64 one 135-142.
 //!
 //! `cargo run --release --example pipeline_stats DIR [name filter]`
 
