@@ -413,8 +413,8 @@ fn matvec_geglu_matches_cpu() {
 /// products and GeGLU (2 × TOL, as above): on the f32 kernel and geglu_fused, and where
 /// the device has tensor cores, with the product kernel's own GeGLU over interleaved rows
 /// and without it. Shapes: pairs that fill no whole interleave block, partial token tiles,
-/// the large tile (≥ 8192 rows, ≥ 256 tokens) and split weights in two chunks (16384
-/// columns: 2048 rows a chunk).
+/// the large tile (≥ 8192 rows of ≥ 512 columns, ≥ 256 tokens) and split weights in two
+/// chunks (16384 columns: 2048 rows a chunk).
 #[test]
 fn matmul_geglu_matches_cpu() {
     use rullama::gpu::matmul::matmul_geglu;
@@ -436,7 +436,7 @@ fn matmul_geglu_matches_cpu() {
         let on_coop = k.use_coop && k.gpu.coop;
         // 600 pairs over 40 tokens: one token tile, staged from blocks.
         let shapes: &[(GgmlType, usize, usize, usize)] = if on_coop {
-            &[(GgmlType::Q4_K, 256, 37, 33), (GgmlType::Q6_K, 512, 100, 70), (GgmlType::Q4_K, 256, 4100, 260), (GgmlType::Q8_0, 16384, 1100, 20), (GgmlType::Q4_K, 512, 600, 40)]
+            &[(GgmlType::Q4_K, 256, 37, 33), (GgmlType::Q6_K, 512, 100, 70), (GgmlType::Q4_K, 512, 4100, 260), (GgmlType::Q8_0, 16384, 1100, 20), (GgmlType::Q4_K, 512, 600, 40)]
         } else {
             &[(GgmlType::Q4_K, 256, 37, 33), (GgmlType::Q8_0, 64, 20, 9)]
         };
@@ -767,9 +767,9 @@ fn prefill_matmul_case(k: &Kernels) {
 }
 
 /// Shapes only the tensor-core kernel's encoder treats specially (ignored by default:
-/// `common::NEEDS_TENSOR_CORES`): its large tile (≥ 8192 rows and ≥ 256 tokens; from 1536
-/// rows, split over the columns when the tiles alone are few) and weight splits in several
-/// chunks (hi and lo over 128 MiB each). The last is Gemma 4 E2B's down projection at 512 tokens: 48 tiles of
+/// `common::NEEDS_TENSOR_CORES`): its large tile (≥ 8192 rows of ≥ 512 columns and ≥ 256
+/// tokens; from 1536 rows, split over the columns when the tiles alone are few) and weight
+/// splits in several chunks (hi and lo over 128 MiB each). The last is Gemma 4 E2B's down projection at 512 tokens: 48 tiles of
 /// 128 x 128, split 11 ways.
 #[test]
 #[ignore = "needs tensor cores: see common::NEEDS_TENSOR_CORES"]
@@ -778,7 +778,7 @@ fn coop_tiles_and_chunks_match_cpu() {
     let mut rng = ChaCha8Rng::seed_from_u64(23);
     // (Q6_K, 1536 columns, 1100 rows, 33 tokens): one token tile, weights staged from their
     // blocks, split-K over the columns.
-    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 256, 8200, 300), (GgmlType::Q6_K, 256, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 4200, 40), (GgmlType::Q4_K, 6144, 1536, 512), (GgmlType::Q6_K, 1536, 1100, 33)] {
+    for (ty, cols, rows, n) in [(GgmlType::Q4_K, 512, 8200, 300), (GgmlType::Q6_K, 512, 8200, 257), (GgmlType::Q4_K, 1024, 1600, 260), (GgmlType::Q8_0, 16384, 4200, 40), (GgmlType::Q4_K, 6144, 1536, 512), (GgmlType::Q6_K, 1536, 1100, 33)] {
         let data = random_matrix(&mut rng, ty, cols, rows);
         let xs = rand_vec(&mut rng, n * cols);
         let w = GpuMatrix::upload(&k, "w", ty, cols, rows, &data).unwrap();
@@ -1102,7 +1102,12 @@ fn coop_kernel_sources_validate() {
     for (tile, src) in sources {
         let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
         let mut v = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all());
-        v.validate(&module).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
+        let info = v.validate(&module).unwrap_or_else(|e| panic!("{tile:?}: {}", e.emit_to_string(&src)));
+        // And it translates to SPIR-V as wgpu's Vulkan backend does: naga's writer has
+        // panicked on cooperative-matrix stores whose pointer was computed in place.
+        let options = naga::back::spv::Options { lang_version: (1, 6), ..Default::default() };
+        let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".into() };
+        naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline)).unwrap_or_else(|e| panic!("{tile:?}: {e}"));
         // The tile choice checks the device's limit against workgroup_bytes (the H100's
         // 48 KB holds the large tile to the byte), so it must be what the kernel declares.
         let mut layouter = naga::proc::Layouter::default();
