@@ -457,6 +457,10 @@ fn matmul_geglu_matches_cpu() {
             let e = max_rel(&got, &want);
             assert!(e < tol, "{ty} [gate; up] {f} x {cols}, {n} tokens (tensor cores {on_coop}, their GeGLU {}): rel err {e}", k.coop_geglu);
         }
+        // The tile rule must still send the 8200-row shape to the large tile.
+        if on_coop && k.coop_geglu {
+            assert!(k.compiled("matmul_coop/128x128/geglu"), "no shape took the 128 x 128 GeGLU tile");
+        }
     }
 }
 
@@ -792,6 +796,8 @@ fn coop_tiles_and_chunks_match_cpu() {
         let e = max_rel(&got[..n * rows], &want);
         assert!(e < tol, "{ty} {rows}x{cols} n {n}: rel err {e} (tolerance {tol})");
     }
+    // The tile rule (matmul_coop::tile_for) must still send these shapes to the large tile.
+    assert!(k.compiled("matmul_coop/128x128"), "no shape took the 128 x 128 tile");
 }
 
 /// The x rows' scales split_f16.wgsl writes, against `row_scale_cpu` bit for bit: rows

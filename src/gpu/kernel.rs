@@ -120,6 +120,12 @@ impl Kernels {
         }
     }
 
+    /// Whether the kernel cached under `key` has been compiled (tests check which variant
+    /// a shape took).
+    pub fn compiled(&self, key: &str) -> bool {
+        self.cache.lock().expect("kernel cache lock").contains_key(key)
+    }
+
     /// The kernel cached under `key`, compiling `build()` on first use.
     pub fn get(&self, key: &str, build: impl FnOnce() -> KernelSource) -> Result<Arc<Kernel>> {
         if let Some(k) = self.cache.lock().expect("kernel cache lock").get(key) {
