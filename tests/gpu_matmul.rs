@@ -1280,6 +1280,12 @@ fn matmul_experts_of_many_tokens_match_cpu() {
                 let e = max_rel(&out[y_off..y_off + n * top_k * rpe], &want);
                 assert!(e < 2.0 * TOL, "{ty} {experts} experts of {rpe} rows, {n} tokens, x_per_slot {x_per_slot} (tensor cores {}): rel err {e}", k.gpu.coop);
             }
+            // On tensor cores the grouped product ran, staging this type's blocks or split
+            // weights as the variant says.
+            if k.use_coop && k.gpu.coop {
+                let name = if k.coop_blocks { format!("matmul_coop/64x64/grouped/{ty}") } else { "matmul_coop/64x64/grouped".to_string() };
+                assert!(k.compiled(&name), "{ty}: {name} did not run");
+            }
         }
     }
 }
