@@ -254,8 +254,9 @@ fn attention_matches_cpu() {
 
 /// Prefill attention on tensor cores (gpu::attention_coop) in several blocks of tokens, each
 /// with its own key range (a small score block forces four blocks in each case), against
-/// the CPU: Gemma 4 sliding and global shapes, a cache only as long as the prompt (the
-/// sliding layer's last padded key range moves down into it). A cache too short for a
+/// the CPU: Gemma 4 sliding and global shapes, one KV head and several (the grouped
+/// products), a cache only as long as the prompt (the sliding layer's last padded key
+/// range moves down into it). A cache too short for a
 /// padded key range is refused before anything is recorded. Tolerance as
 /// attention_matches_cpu. Ignored by default (`common::NEEDS_TENSOR_CORES`).
 #[test]
@@ -266,14 +267,28 @@ fn coop_attention_in_blocks_matches_cpu() {
     let k = coop_kernels_required();
     let mut rng = ChaCha8Rng::seed_from_u64(43);
     // (n_tokens, n_heads, head_dim, pos0, window, extra cache positions, score block bytes)
-    for (n, nh, hd, pos0, window, extra, block) in [(150, 8, 256, 0, 40, 0, 1 << 18), (130, 4, 256, 20, 0, 10, 1 << 17), (97, 8, 512, 0, 0, 31, 1 << 17), (97, 8, 512, 0, 0, 0, 1 << 17), (97, 8, 512, 0, 0, 31, 1 << 16)] {
+    // (n_tokens, n_heads, kv_heads, head_dim, pos0, window, extra cache positions, score block bytes)
+    let cases = [
+        (150, 8, 1, 256, 0, 40, 0, 1 << 18),
+        (130, 4, 1, 256, 20, 0, 10, 1 << 17),
+        (97, 8, 1, 512, 0, 0, 31, 1 << 17),
+        (97, 8, 1, 512, 0, 0, 0, 1 << 17),
+        (97, 8, 1, 512, 0, 0, 31, 1 << 16),
+        // Several KV heads (grouped products): two query heads each, with a window, in two
+        // blocks (the second's run of 150 rows padded to 192); one each (no grouping of
+        // heads); four each, in two blocks.
+        (150, 8, 4, 256, 0, 40, 0, 1 << 19),
+        (130, 4, 4, 128, 20, 0, 50, 1 << 20),
+        (100, 8, 2, 512, 0, 0, 60, 1 << 18),
+    ];
+    for (n, nh, kvh, hd, pos0, window, extra, block) in cases {
         let positions = pos0 + n;
         let q = rand_vec(&mut rng, 5 + n * nh * hd);
-        let kc = rand_vec(&mut rng, (positions + extra) * hd);
-        let vc = rand_vec(&mut rng, (positions + extra) * hd);
+        let kc = rand_vec(&mut rng, (positions + extra) * kvh * hd);
+        let vc = rand_vec(&mut rng, (positions + extra) * kvh * hd);
         let scale = 1.0 / (hd as f32).sqrt();
-        let shape = ops::AttnShape { n_tokens: n, n_heads: nh, head_dim: hd, kv_heads: 1, v_head_dim: hd, pos0, window, scale };
-        let want = ops::attention(&q[5..], &kc[..positions * hd], &vc[..positions * hd], &shape);
+        let shape = ops::AttnShape { n_tokens: n, n_heads: nh, head_dim: hd, kv_heads: kvh, v_head_dim: hd, pos0, window, scale };
+        let want = ops::attention(&q[5..], &kc[..positions * kvh * hd], &vc[..positions * kvh * hd], &shape);
         let (qb, kb, vb) = (up(&k, &q), up(&k, &kc), up(&k, &vc));
         let ob = up(&k, &vec![7.0f32; 3 + want.len() + 1]);
         let a = CoopAttention { shape, q_off: 5, out_off: 3, max_score_bytes: block };
@@ -283,7 +298,9 @@ fn coop_attention_in_blocks_matches_cpu() {
         let ran = attention(&k, &mut b, &a, &qb, kv, &ob).unwrap();
         // 97 positions cannot hold the padded 128 keys of the last block, and 64 KiB blocks
         // would take more than four.
-        assert_eq!(ran, (positions + extra >= 128 || window > 0) && block > 1 << 16, "tokens {n} pos0 {pos0} extra {extra} block {block}");
+        let multiple = if kvh == 1 { 32 } else { 64 };
+        let fits = window > 0 || positions + extra >= positions.div_ceil(multiple) * multiple;
+        assert_eq!(ran, fits && block > 1 << 16, "tokens {n} pos0 {pos0} extra {extra} block {block}");
         if !ran {
             continue;
         }

@@ -1,10 +1,14 @@
-//! Prefill attention as two tensor-core products around a softmax, for a single KV head
-//! (all query heads share it: Gemma 4 E2B, Gemma 3 270M). Query rows are (token, head)
-//! pairs, so for a block of tokens the scores are one matrix product, S = Q·Kᵀ over the
-//! block's key range, then `attention_softmax.wgsl` turns each row into weights (masking
-//! keys the query does not see), then O = P·V is a second product. Both products are
-//! `matmul_coop`'s (three f16 products per f32-accurate result), so this keeps the f32
-//! path's accuracy. The masked part of a block's key range is computed and thrown away,
+//! Prefill attention as two tensor-core products around a softmax. Query rows are
+//! (token, head) pairs, so with a single KV head (all query heads share it: Gemma 4 E2B,
+//! Gemma 3 270M) the scores for a block of tokens are one matrix product, S = Q·Kᵀ over
+//! the block's key range, then `attention_softmax.wgsl` turns each row into weights
+//! (masking keys the query does not see), then O = P·V is a second product. With several
+//! KV heads (Gemma 4 26B-A4B, most Gemma 3 sizes) each product is one grouped dispatch
+//! (`matmul_coop`'s GROUPED, the KV heads as its experts): the query rows are gathered by
+//! their KV head into runs of whole tiles through a map made on the host, each KV head's
+//! K rows (gathered likewise) and Vᵀ rows are that expert's weights, and results go back
+//! to the rows' own places. Both products are `matmul_coop`'s (three f16 products per
+//! f32-accurate result), so this keeps the f32 path's accuracy. The masked part of a block's key range is computed and thrown away,
 //! which costs less than the SIMT kernel's (`attention_tiled.wgsl`) whole work: skipping
 //! the tiles the mask empties measured no faster on an H100 (E2B prefill at 512, 2048 and
 //! 4096 tokens within noise), as the blocks already follow the causal boundary. Blocks of
@@ -15,7 +19,9 @@ use bytemuck::{Pod, Zeroable};
 
 use super::attention::KvCaches;
 use super::kernel::{Access, Batch, Kernels};
-use super::matmul_coop::{COLS_MULTIPLE, CoopX, matmul_coop_f32};
+use super::matmul_coop::{COLS_MULTIPLE, COOP_SMALL, CoopX, Grouped, SplitJob, WS, XMap, grouped_split, matmul_coop_f32, split_x};
+use super::moe::SortLayout;
+use crate::gguf::GgmlType;
 use super::{compose, grid_1d, shaders, u32_of};
 use crate::Result;
 use crate::cpu::ops::{AttnShape, first_key};
@@ -28,10 +34,10 @@ pub const MIN_TOKENS: usize = 256;
 /// Largest score block (bytes) by default: bounds the scratch and keeps blocks in one
 /// binding.
 pub const MAX_SCORE_BYTES: u64 = 64 << 20;
-/// Most blocks one call takes (five dispatches each, within a layer's share of a batch:
-/// `GpuModel::max_dispatches`); longer key ranges go to the tiled kernel. A 1024-token
-/// prefill chunk of eight heads stays within it up to ~8k positions on a global layer
-/// (sliding layers see a window plus the chunk: one block).
+/// Most blocks one call takes (five dispatches each, seven with several KV heads, within
+/// a layer's share of a batch: `GpuModel::max_dispatches`); longer key ranges go to the
+/// tiled kernel. A 1024-token prefill chunk of eight heads stays within it up to ~8k
+/// positions on a global layer (sliding layers see a window plus the chunk: one block).
 const MAX_BLOCKS: usize = 4;
 
 #[repr(C)]
@@ -63,11 +69,17 @@ impl CoopAttention {
     /// added in front are masked); None where the cache is too short for that.
     fn keys(&self, t0: usize, t1: usize, capacity: usize) -> Option<(usize, usize)> {
         let lo = first_key(self.shape.pos0 + t0, self.shape.window);
-        let nk = (self.shape.pos0 + t1 - lo).div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
+        let nk = (self.shape.pos0 + t1 - lo).div_ceil(self.key_multiple()) * self.key_multiple();
         if nk > capacity {
             return None;
         }
         Some((lo.min(capacity - nk), nk))
+    }
+
+    /// What a block's key count is rounded up to: the product's column step, and with
+    /// several KV heads a whole row tile of an expert's keys.
+    fn key_multiple(&self) -> usize {
+        if self.shape.kv_heads == 1 { COLS_MULTIPLE } else { COOP_SMALL.bn }
     }
 
     /// Tokens per block: the most (halving from all) whose largest score block fits `limit`
@@ -76,7 +88,7 @@ impl CoopAttention {
         let mut c = self.shape.n_tokens;
         while c > 1 {
             let keys = if self.shape.window > 0 { self.shape.window + c } else { self.shape.pos0 + self.shape.n_tokens };
-            let nk = keys.div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
+            let nk = keys.div_ceil(self.key_multiple()) * self.key_multiple();
             if ((c * self.shape.n_heads * nk * 4) as u64) <= limit {
                 break;
             }
@@ -96,11 +108,13 @@ impl CoopAttention {
     }
 }
 
-/// Whether `attention` can take this call on `k`: one f32 KV head, and the tensor-core
-/// product taking rows of head_dim (on, present, a multiple of its column step). (The
-/// caller also wants MIN_TOKENS tokens.)
+/// Whether `attention` can take this call on `k`: an f32 cache, the tensor-core product
+/// taking rows of head_dim (on, present, a multiple of its column step), and with several
+/// KV heads value rows of whole row tiles. (The caller also wants MIN_TOKENS tokens.)
 pub fn usable(k: &Kernels, a: &CoopAttention, kv: &KvCaches) -> bool {
-    k.coop_attention && !kv.f16 && a.shape.kv_heads == 1 && super::matmul_coop::usable(k, a.shape.head_dim)
+    let (kvh, vhd) = (a.shape.kv_heads, a.shape.v_head_dim);
+    let heads = kvh > 0 && a.shape.n_heads.is_multiple_of(kvh) && (kvh == 1 || vhd.is_multiple_of(COOP_SMALL.bn));
+    k.coop_attention && !kv.f16 && heads && super::matmul_coop::usable(k, a.shape.head_dim)
 }
 
 /// Attention of `q` over `kv` into `out`, as `attention::attention_split` computes it (the
@@ -108,11 +122,17 @@ pub fn usable(k: &Kernels, a: &CoopAttention, kv: &KvCaches) -> bool {
 /// nothing, where the cache is too short for a block's padded key range or the keys need
 /// more than MAX_BLOCKS blocks.
 pub fn attention(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer) -> Result<bool> {
-    let (nh, hd, vhd) = (a.shape.n_heads, a.shape.head_dim, a.shape.v_head_dim);
-    let capacity = (kv.k.size() as usize / 4 / hd).min(kv.v.size() as usize / 4 / vhd);
+    let (nh, hd, vhd, kvh) = (a.shape.n_heads, a.shape.head_dim, a.shape.v_head_dim, a.shape.kv_heads);
+    let capacity = (kv.k.size() as usize / 4 / (kvh * hd)).min(kv.v.size() as usize / 4 / (kvh * vhd));
     let Some(blocks) = a.blocks(a.max_score_bytes.min(k.gpu.max_binding()), capacity) else {
         return Ok(false);
     };
+    if kvh > 1 {
+        for block in blocks {
+            grouped_block(k, b, a, q, kv, out, block)?;
+        }
+        return Ok(true);
+    }
     for (t0, t1, k_lo, nk) in blocks {
         let rows = (t1 - t0) * nh;
         let s = k.scratch("attention_coop/scores", (rows * nk * 4) as u64);
@@ -127,6 +147,117 @@ pub fn attention(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer
         matmul_coop_f32(k, b, (&s, 0, rows), nk, v, vhd, out, (a.out_off + t0 * nh * vhd, 1, vhd))?;
     }
     Ok(true)
+}
+
+/// One block with several KV heads: tokens t0..t1 against keys k_lo .. k_lo + nk, seven
+/// dispatches whatever the head count (four splits, two grouped products, the softmax).
+fn grouped_block(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer, kv: KvCaches, out: &wgpu::Buffer, (t0, t1, k_lo, nk): (usize, usize, usize, usize)) -> Result<()> {
+    let (nh, hd, vhd, kvh) = (a.shape.n_heads, a.shape.head_dim, a.shape.v_head_dim, a.shape.kv_heads);
+    let (tokens, bm, bn) = (t1 - t0, COOP_SMALL.bm, COOP_SMALL.bn);
+    let pairs = tokens * nh;
+    let heads = HeadRuns::new(tokens, nh, kvh, bm);
+    let x_rows = heads.rows();
+    // Query rows (and after the softmax, score rows) by KV head; each head's keys.
+    let info = k.table(&format!("attention_coop/heads/{tokens}/{nh}/{kvh}"), || heads.words());
+    let keys = KeyRuns { nk, kvh, bm };
+    let key_info = k.table(&format!("attention_coop/keys/{nk}/{kvh}"), || keys.words());
+    let q_map = XMap { layout: heads.layout(), div: 1, experts: (0, kvh), rpe: 0, fixed_scale: false };
+    let x_bytes = (x_rows * hd.max(nk) * 2) as u64;
+    let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
+    let w_bytes = (kvh * (nk * hd).max(vhd * nk) * 2) as u64;
+    let (wh, wl) = (k.scratch("matmul_coop/w_hi", w_bytes), k.scratch("matmul_coop/w_lo", w_bytes));
+    // S[(t, head), j] = q · K[k_lo + j] of the head's KV head.
+    let q_job = SplitJob { src: q, ty: GgmlType::F32, byte0: (a.q_off + t0 * nh * hd) * 4, row_bytes: hd * 4, cols: hd, rows: pairs, rows_pad: x_rows, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&info), pairs: None };
+    split_x(k, b, &q_job, Some(q_map))?;
+    let k_job = SplitJob { src: kv.k, byte0: k_lo * kvh * hd * 4, rows: kvh * nk, rows_pad: kvh * nk, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, row_scale: Some(&key_info), ..q_job };
+    split_x(k, b, &k_job, Some(XMap { layout: keys.layout(), div: 1, experts: (0, kvh), rpe: 0, fixed_scale: true }))?;
+    let s = k.scratch("attention_coop/scores", (pairs * nk * 4) as u64);
+    let product = |rpe, cols| Grouped { info: &info, layout: heads.layout(), experts: (0, kvh), rpe, cols, x_rows, w_blocks: (0, 0) };
+    grouped_split(k, b, (&xh, &xl), (&wh, &wl), &product(nk, hd), &s, (0, nk))?;
+    let sr = ScoreRows { rows: pairs, nk, heads: nh, pos0: a.shape.pos0 + t0, k_lo, window: a.shape.window, scale: a.shape.scale };
+    softmax(k, b, &s, &sr)?;
+    // O[(t, head), d] = Σ_j P[(t, head), j] · V[k_lo + j, d] of the head's KV head: Vᵀ read
+    // across the cache, KV head h's rows from h · vhd.
+    let p_job = SplitJob { src: &s, byte0: 0, row_bytes: nk * 4, cols: nk, ..q_job };
+    split_x(k, b, &p_job, Some(q_map))?;
+    let v_job = SplitJob { src: kv.v, byte0: k_lo * kvh * vhd * 4, row_bytes: 4, cols: nk, rows: kvh * vhd, rows_pad: kvh * vhd, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, col_stride: kvh * vhd, row_scale: None, ..q_job };
+    split_x(k, b, &v_job, None)?;
+    grouped_split(k, b, (&xh, &xl), (&wh, &wl), &product(vhd, nk), out, (a.out_off + t0 * nh * vhd, vhd))
+}
+
+/// The query rows of a block with several KV heads, gathered by KV head: head group h's
+/// `tokens · g` rows (token t, its g-th head: q row t · heads + h · g + i) from padded row
+/// h · run, in runs of whole `bm`-row tiles, as `moe_sort` lays out an expert's pairs.
+struct HeadRuns {
+    tokens: usize,
+    heads: usize,
+    kvh: usize,
+    bm: usize,
+}
+
+impl HeadRuns {
+    fn new(tokens: usize, heads: usize, kvh: usize, bm: usize) -> HeadRuns {
+        HeadRuns { tokens, heads, kvh, bm }
+    }
+
+    /// Padded rows a KV head's run takes.
+    fn run(&self) -> usize {
+        (self.tokens * self.heads / self.kvh).div_ceil(self.bm) * self.bm
+    }
+
+    fn rows(&self) -> usize {
+        self.kvh * self.run()
+    }
+
+    /// Row scales (one word a padded row) first, then the map.
+    fn layout(&self) -> SortLayout {
+        SortLayout::new(self.rows(), self.tokens * self.heads, self.kvh, self.bm)
+    }
+
+    /// The info buffer's words (`moe_sort`'s layout after the row scales' room).
+    fn words(&self) -> Vec<f32> {
+        let g = self.heads / self.kvh;
+        let run = self.run();
+        run_words(self.layout(), self.kvh, run, |h, i| (i < self.tokens * g).then(|| (i / g) * self.heads + h * g + i % g))
+    }
+}
+
+/// Each KV head's `nk` key rows (cache row (k_lo + j) · kvh + h, from the block's first key
+/// row) as an expert's run of whole tiles, for a split that gathers them (no row scales).
+struct KeyRuns {
+    nk: usize,
+    kvh: usize,
+    bm: usize,
+}
+
+impl KeyRuns {
+    fn layout(&self) -> SortLayout {
+        SortLayout::new(0, self.kvh * self.nk, self.kvh, self.bm)
+    }
+
+    fn words(&self) -> Vec<f32> {
+        run_words(self.layout(), self.kvh, self.nk, |h, j| Some(j * self.kvh + h))
+    }
+}
+
+/// `layout`'s words for `experts` runs of `run` padded rows each (a multiple of the tile),
+/// row i of expert e holding `pair(e, i)` (None: padding); words before the map are left
+/// zero (row scales).
+fn run_words(layout: SortLayout, experts: usize, run: usize, pair: impl Fn(usize, usize) -> Option<usize>) -> Vec<f32> {
+    let none = f32::from_bits(u32::MAX);
+    let word = |v: usize| f32::from_bits(v as u32);
+    let mut w = vec![0.0f32; layout.end()];
+    for r in 0..layout.rows {
+        let (e, i) = (r / run, r % run);
+        w[layout.map_off + r] = if e < experts { pair(e, i).map_or(none, word) } else { none };
+    }
+    for e in 0..=experts {
+        w[layout.poff_off + e] = word(e * run);
+    }
+    for t in 0..layout.rows / layout.bm {
+        w[layout.tile_off + t] = word((t * layout.bm / run).min(experts - 1));
+    }
+    w
 }
 
 /// Rows of scores for attention_softmax.wgsl: `rows` rows of `nk` keys from position
@@ -232,5 +363,51 @@ mod tests {
         }
         // Both branches run (196 and 209 of the 405 cases).
         assert!(planned > 150 && refused > 150, "planned {planned}, refused {refused}");
+    }
+
+    /// The grouped products' maps: every (token, head) row once, in its KV head's run of
+    /// whole tiles, in order within the run; each KV head's key rows likewise; the runs'
+    /// first rows and each tile's KV head as moe_sort would write them.
+    #[test]
+    fn head_and_key_runs_cover_every_row_once() {
+        let word = |w: &[f32], i: usize| w[i].to_bits();
+        for (tokens, heads, kvh) in [(75, 8, 4), (100, 8, 2), (130, 4, 4), (1, 16, 8), (64, 2, 2)] {
+            let runs = HeadRuns::new(tokens, heads, kvh, 64);
+            let (l, run, g) = (runs.layout(), runs.run(), heads / kvh);
+            let w = runs.words();
+            assert_eq!(w.len(), l.end());
+            assert!(runs.rows() <= l.rows && run.is_multiple_of(64) && run >= tokens * g);
+            let mut seen = vec![false; tokens * heads];
+            let mut last = None;
+            for r in 0..l.rows {
+                let p = word(&w, l.map_off + r);
+                if p == u32::MAX {
+                    continue;
+                }
+                let p = p as usize;
+                assert!(!seen[p], "pair {p} twice");
+                seen[p] = true;
+                let (t, head) = (p / heads, p % heads);
+                assert_eq!(r / run, head / g, "pair {p} outside its KV head's run");
+                assert_eq!(r % run, t * g + head % g, "pair {p} out of order");
+                assert!(last.is_none_or(|q| q < r));
+                last = Some(r);
+            }
+            assert!(seen.iter().all(|&s| s), "a pair is missing");
+            for h in 0..=kvh {
+                assert_eq!(word(&w, l.poff_off + h) as usize, h * run);
+            }
+            for t in 0..runs.rows() / 64 {
+                assert_eq!(word(&w, l.tile_off + t) as usize, t * 64 / run);
+            }
+            let keys = KeyRuns { nk: 128, kvh, bm: 64 };
+            let (kl, kw) = (keys.layout(), keys.words());
+            for h in 0..kvh {
+                for j in 0..128 {
+                    assert_eq!(word(&kw, kl.map_off + h * 128 + j) as usize, j * kvh + h);
+                }
+            }
+            assert_eq!(word(&kw, kl.poff_off + kvh) as usize, kvh * 128);
+        }
     }
 }

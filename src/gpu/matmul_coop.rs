@@ -105,7 +105,7 @@ const LARGE_MIN_COLS: usize = 512;
 pub(crate) const COLS_MULTIPLE: usize = 32;
 /// w is scaled by 2^4 before the split, so small weights stay out of f16's subnormals
 /// (x by its rows' own scales, `row_scale_cpu`); the product divides both out.
-const WS: f32 = 16.0;
+pub(crate) const WS: f32 = 16.0;
 /// Largest split weight chunk (each of hi and lo), bounded further by the binding limit.
 /// A matrix split in two chunks is two split and product dispatches, each grid a few
 /// waves with a partial last one. 128 MiB takes E2B's double-wide [gate; up] (24576 x
@@ -363,13 +363,16 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
 /// padded row poff[e0] + r of `layout` (in the job's row-scale buffer, which must be
 /// given), whose pair's source row is pair / `div`; the chunk holds experts e0 .. e1.
 /// With `rpe` > 0 the first job's rows are those experts' (rpe rows each), and the rows
-/// of experts without pairs are skipped.
+/// of experts without pairs are skipped. With `fixed_scale` the x rows keep the job's
+/// `scale` alone rather than powers of two of their own (the row-scale buffer then holds
+/// only the map): rows gathered for a product's weight side, which takes one scale.
 #[derive(Clone, Copy)]
 pub struct XMap {
     pub layout: super::moe::SortLayout,
     pub div: usize,
     pub experts: (usize, usize),
     pub rpe: usize,
+    pub fixed_scale: bool,
 }
 
 /// `split_f16` with the second job's rows mapped (`map`).
@@ -408,7 +411,7 @@ pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&S
         x_stride: u32_of(x.map_or(0, |x| x.row_bytes / 4), "split_f16 row stride")?,
         x_rows_pad: u32_of(x_rows_pad, "split_f16 rows")?,
         x_scale: x.map_or(1.0, |x| x.scale),
-        x_row_scale: x.is_some_and(|x| x.row_scale.is_some()) as u32,
+        x_row_scale: (x.is_some_and(|x| x.row_scale.is_some()) && !map.is_some_and(|m| m.fixed_scale)) as u32,
         tile_rows: u32_of(job.tile_rows, "split_f16 tile rows")?,
         x_tile_rows: u32_of(x.map_or(0, |x| x.tile_rows), "split_f16 tile rows")?,
         x_col_stride: u32_of(x.map_or(1, |x| x.col_stride), "split_f16 column stride")?,
@@ -512,6 +515,51 @@ fn product_kernel(k: &Kernels, tile: CoopTile, geglu: bool, grouped: bool, block
         entry: "main",
         buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read],
     })
+}
+
+/// One grouped product (matmul_coop.wgsl's GROUPED, COOP_SMALL tiles): x's `x_rows`
+/// padded rows grouped by expert as `layout` in `info` says (each row's scale from word
+/// 0 of `info`), against experts `experts.0 .. experts.1` of `rpe` rows and `cols`
+/// columns each; `w_blocks`: where row 0 lies and the row stride, for weights staged from
+/// their blocks.
+pub(crate) struct Grouped<'a> {
+    pub info: &'a wgpu::Buffer,
+    pub layout: super::moe::SortLayout,
+    pub experts: (usize, usize),
+    pub rpe: usize,
+    pub cols: usize,
+    pub x_rows: usize,
+    pub w_blocks: (usize, usize),
+}
+
+/// Record `kernel` (a GROUPED product kernel) for `g`: result (pair, r) goes to
+/// `y[y_off + pair · y_stride + r]`.
+#[allow(clippy::too_many_arguments)]
+fn grouped_dispatch(k: &Kernels, b: &mut Batch, kernel: &std::sync::Arc<super::kernel::Kernel>, (xh, xl): (&wgpu::Buffer, &wgpu::Buffer), (wh, wl): (&wgpu::Buffer, &wgpu::Buffer), g: &Grouped, y: &wgpu::Buffer, (y_off, y_stride): (usize, usize)) -> Result<()> {
+    let (bm, bn) = (COOP_SMALL.bm, COOP_SMALL.bn);
+    let (grid, groups_x) = grid_1d((g.x_rows / bm) * (g.rpe / bn), k.gpu.limits.max_compute_workgroups_per_dimension);
+    let p = CoopParams {
+        e0: g.experts.0 as u32,
+        e1: g.experts.1 as u32,
+        rpe: u32_of(g.rpe, "grouped product rows")?,
+        map_off: u32_of(g.layout.map_off, "grouped product map")?,
+        poff_off: u32_of(g.layout.poff_off, "grouped product map")?,
+        tile_off: u32_of(g.layout.tile_off, "grouped product map")?,
+        w_byte0: u32_of(g.w_blocks.0, "grouped product weight offset")?,
+        w_row_bytes: u32_of(g.w_blocks.1, "grouped product row stride")?,
+        ..CoopParams::new(g.cols, (g.experts.1 - g.experts.0) * g.rpe, g.x_rows, (y_off, y_stride), g.rpe / bn, groups_x)?
+    };
+    let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
+    b.dispatch(kernel, &[xh, xl, wh, wl, y, &s2, &s3, g.info], &p, grid)
+}
+
+/// `grouped_dispatch` with x and w already split (x through `g`'s map, w in COOP_SMALL's
+/// tiles), on f32 operands: attention's products over several KV heads.
+pub(crate) fn grouped_split(k: &Kernels, b: &mut Batch, (xh, xl): (&wgpu::Buffer, &wgpu::Buffer), (wh, wl): (&wgpu::Buffer, &wgpu::Buffer), g: &Grouped, y: &wgpu::Buffer, y_at: (usize, usize)) -> Result<()> {
+    if !g.x_rows.is_multiple_of(COOP_SMALL.bm) || !g.rpe.is_multiple_of(COOP_SMALL.bn) || !g.cols.is_multiple_of(COLS_MULTIPLE) {
+        return Err(Error::Input(format!("grouped product: {} x rows, experts of {} x {} do not fill whole tiles", g.x_rows, g.rpe, g.cols)));
+    }
+    grouped_dispatch(k, b, &product_kernel(k, COOP_SMALL, false, true, None)?, (xh, xl), (wh, wl), g, y, y_at)
 }
 
 /// x of `matmul_coop_f32`: rows of f32 from element `off`, `stride` apart, their columns
@@ -741,7 +789,6 @@ pub(crate) fn matmul_experts_coop(
     let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
     let blocks = stages_blocks(k, w.ty, None);
     let kernel = product_kernel(k, tile, false, true, blocks.then_some(w.ty))?;
-    let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
     let row_bytes = w.row_bytes();
     for t in w.tiles() {
         let (first, count) = (t.row0 / rpe, t.rows / rpe);
@@ -750,7 +797,7 @@ pub(crate) fn matmul_experts_coop(
             let c = chunk.min(first + count - e);
             let xr = chunk_rows(c);
             let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: xr, rows_pad: xr, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&info), pairs: None };
-            let map = XMap { layout, div: if x_per_slot { 1 } else { top_k }, experts: (e, e + c), rpe };
+            let map = XMap { layout, div: if x_per_slot { 1 } else { top_k }, experts: (e, e + c), rpe, fixed_scale: false };
             let (wh, wl) = if blocks {
                 split_x(k, b, &x_job, Some(map))?;
                 (t.buffer.clone(), k.dummy.clone())
@@ -761,20 +808,8 @@ pub(crate) fn matmul_experts_coop(
                 split_f16_mapped(k, b, &w_job, Some(&x_job), Some(map))?;
                 (wh, wl)
             };
-            let groups = (xr / bm) * (rpe / bn);
-            let (grid, groups_x) = grid_1d(groups, k.gpu.limits.max_compute_workgroups_per_dimension);
-            let p = CoopParams {
-                e0: e as u32,
-                e1: (e + c) as u32,
-                rpe: rpe as u32,
-                map_off: u32_of(layout.map_off, "matmul_experts map")?,
-                poff_off: u32_of(layout.poff_off, "matmul_experts map")?,
-                tile_off: u32_of(layout.tile_off, "matmul_experts map")?,
-                w_byte0: u32_of((e - first) * rpe * row_bytes, "matmul_experts weight offset")?,
-                w_row_bytes: u32_of(row_bytes, "matmul_experts row stride")?,
-                ..CoopParams::new(cols, c * rpe, xr, (y_off, rpe), rpe / bn, groups_x)?
-            };
-            b.dispatch(&kernel, &[&xh, &xl, &wh, &wl, y, &s2, &s3, &info], &p, grid)?;
+            let g = Grouped { info: &info, layout, experts: (e, e + c), rpe, cols, x_rows: xr, w_blocks: ((e - first) * rpe * row_bytes, row_bytes) };
+            grouped_dispatch(k, b, &kernel, (&xh, &xl), (&wh, &wl), &g, y, (y_off, rpe))?;
             e += c;
         }
     }
