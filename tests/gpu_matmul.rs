@@ -1317,7 +1317,7 @@ fn split_through_expert_map() {
     let x_job = SplitJob { src: &xb, ty: GgmlType::F32, byte0: 0, row_bytes: cols * 4, cols, rows: x_rows, rows_pad: x_rows, scale: 1.0, hi: &xh, lo: &xl, tile_rows: 0, col_stride: 1, row_scale: Some(&info), pairs: None };
     let mut b = Batch::new(Arc::clone(&k.gpu), 4);
     moe_sort(&k, &mut b, &up_u32(&k, &ids), n * top_k, &info, layout).unwrap();
-    split_f16_mapped(&k, &mut b, &w_job, Some(&x_job), Some(XMap { layout, div: top_k, experts: (e0, e1), rpe, fixed_scale: false })).unwrap();
+    split_f16_mapped(&k, &mut b, &w_job, Some(&x_job), Some(XMap { layout, div: top_k, experts: (e0, e1), rpe, fixed_scale: false, pairs: None })).unwrap();
     b.submit().unwrap();
     let words: Vec<u32> = kernel::read_f32(&k.gpu, &info, 0, layout.end()).unwrap().iter().map(|v| v.to_bits()).collect();
     let halves = |buf: &wgpu::Buffer, count: usize| -> Vec<u16> { bytemuck::cast_slice::<u8, u16>(&kernel::read_back(&k.gpu, buf, 0, (count * 2) as u64).unwrap()).to_vec() };
@@ -1349,26 +1349,30 @@ fn split_through_expert_map() {
     // The x job alone (products that stage their weights from blocks) writes the same parts.
     let (xh2, xl2) = (bytes(x_rows * cols), bytes(x_rows * cols));
     let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-    split_x(&k, &mut b, &SplitJob { hi: &xh2, lo: &xl2, ..x_job }, Some(XMap { layout, div: top_k, experts: (e0, e1), rpe, fixed_scale: false })).unwrap();
+    split_x(&k, &mut b, &SplitJob { hi: &xh2, lo: &xl2, ..x_job }, Some(XMap { layout, div: top_k, experts: (e0, e1), rpe, fixed_scale: false, pairs: None })).unwrap();
     b.submit().unwrap();
     assert_eq!(halves(&xh2, x_rows * cols), gxh, "x hi parts of the x job alone");
     assert_eq!(halves(&xl2, x_rows * cols), halves(&xl, x_rows * cols), "x lo parts of the x job alone");
     // With a fixed scale (rows gathered for a product's weight side) the rows take the
-    // job's scale alone and no row scale is written.
+    // job's scale alone and no row scale is written; with a pair count, rows of pairs past
+    // it are zeros as padding is.
     let marked: Vec<u32> = words.iter().enumerate().map(|(i, &v)| if i < x_rows { 0xDEAD_BEEF } else { v }).collect();
     let info2 = up_u32(&k, &marked);
     let (xh3, xl3) = (bytes(x_rows * cols), bytes(x_rows * cols));
     let mut b = Batch::new(Arc::clone(&k.gpu), 4);
     let fixed = SplitJob { hi: &xh3, lo: &xl3, scale: 16.0, row_scale: Some(&info2), ..x_job };
-    split_x(&k, &mut b, &fixed, Some(XMap { layout, div: top_k, experts: (e0, e1), rpe, fixed_scale: true })).unwrap();
+    let bound = 7;
+    split_x(&k, &mut b, &fixed, Some(XMap { layout, div: top_k, experts: (e0, e1), rpe, fixed_scale: true, pairs: Some(bound) })).unwrap();
     b.submit().unwrap();
     let after: Vec<u32> = kernel::read_f32(&k.gpu, &info2, 0, x_rows).unwrap().iter().map(|v| v.to_bits()).collect();
     assert!(after.iter().all(|&v| v == 0xDEAD_BEEF), "a fixed-scale job wrote row scales");
     let got = halves(&xh3, x_rows * cols);
+    let cut = (0..end - first).filter(|&r| words[layout.map_off + first + r] != u32::MAX && words[layout.map_off + first + r] as usize >= bound).count();
+    assert!(cut > 0, "no row's pair is past the count");
     for r in 0..end - first {
         let pair = words[layout.map_off + first + r];
         let want: Vec<u16> = match pair {
-            u32::MAX => vec![0; cols],
+            p if p as usize >= bound => vec![0; cols],
             _ => x[(pair as usize / top_k) * cols..][..cols].iter().map(|v| split_f16_cpu(v * 16.0).0.to_bits()).collect(),
         };
         assert_eq!(&got[r * cols..(r + 1) * cols], &want[..], "fixed-scale row {r} (pair {pair})");

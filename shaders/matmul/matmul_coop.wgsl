@@ -86,6 +86,8 @@ struct Params {
     w_row_bytes: u32,
     w_pair_half: u32,
     w_pair_off: u32,
+    // GROUPED: pairs from `pairs` on are padding too (NONE is past every count).
+    pairs: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -288,7 +290,7 @@ fn main(
             let r = select(r0 + j * 16u + q % 16u, (r0 / (16u * FR)) * (8u * FR) + j * 16u + q % 16u, GEGLU);
             if (GROUPED) {
                 let pair = bitcast<u32>(xf[p.map_off + g0 + t]);
-                if (pair != NONE) {
+                if (pair < p.pairs) {
                     y[p.y_off + pair * p.y_stride + r - er0] = v[e];
                 }
             } else if (t < p.n && r < p.rows) {

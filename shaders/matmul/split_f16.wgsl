@@ -65,6 +65,8 @@ struct Params {
     // With the map: the first job holds experts x_e0 .. of w_rpe rows each, and rows of
     // an expert no pair picks are not written (the product reads none of them).
     w_rpe: u32,
+    // With the map: pairs from x_pairs on are padding too (NONE is past every count).
+    x_pairs: u32,
 }
 
 // Where group i of rows of cols8 groups goes: i itself (t = 0) or in tiles of t rows.
@@ -138,7 +140,7 @@ fn x_row(r: u32, lid: u32) {
         let g = bitcast<u32>(xf[p.x_poff_off + p.x_e0]) + r;
         keep = g < bitcast<u32>(xf[p.x_poff_off + p.x_e1]);
         let pair = select(NONE, bitcast<u32>(xf[p.x_map_off + g]), keep);
-        real = pair != NONE;
+        real = pair < p.x_pairs;
         src = select(0u, pair / p.x_map_div, real);
     }
     let base = p.x_off + src * p.x_stride;

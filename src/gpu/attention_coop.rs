@@ -157,11 +157,13 @@ fn grouped_block(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer
     let pairs = tokens * nh;
     let heads = HeadRuns::new(tokens, nh, kvh, bm);
     let x_rows = heads.rows();
-    // Query rows (and after the softmax, score rows) by KV head; each head's keys.
-    let info = k.table(&format!("attention_coop/heads/{tokens}/{nh}/{kvh}"), || heads.words());
+    // Query rows (and after the softmax, score rows) by KV head; each head's keys. The
+    // maps depend on the runs' length, not the block's tokens (rows past them are cut by
+    // the pair count), so few are made.
+    let info = k.table(&format!("attention_coop/heads/{}/{nh}/{kvh}", heads.run), || heads.words());
     let keys = KeyRuns { nk, kvh, bm };
     let key_info = k.table(&format!("attention_coop/keys/{nk}/{kvh}"), || keys.words());
-    let q_map = XMap { layout: heads.layout(), div: 1, experts: (0, kvh), rpe: 0, fixed_scale: false };
+    let q_map = XMap { layout: heads.layout(), div: 1, experts: (0, kvh), rpe: 0, fixed_scale: false, pairs: Some(pairs) };
     let x_bytes = (x_rows * hd.max(nk) * 2) as u64;
     let (xh, xl) = (k.scratch("matmul_coop/x_hi", x_bytes), k.scratch("matmul_coop/x_lo", x_bytes));
     let w_bytes = (kvh * (nk * hd).max(vhd * nk) * 2) as u64;
@@ -170,9 +172,9 @@ fn grouped_block(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer
     let q_job = SplitJob { src: q, ty: GgmlType::F32, byte0: (a.q_off + t0 * nh * hd) * 4, row_bytes: hd * 4, cols: hd, rows: pairs, rows_pad: x_rows, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&info), pairs: None };
     split_x(k, b, &q_job, Some(q_map))?;
     let k_job = SplitJob { src: kv.k, byte0: k_lo * kvh * hd * 4, rows: kvh * nk, rows_pad: kvh * nk, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, row_scale: Some(&key_info), ..q_job };
-    split_x(k, b, &k_job, Some(XMap { layout: keys.layout(), div: 1, experts: (0, kvh), rpe: 0, fixed_scale: true }))?;
+    split_x(k, b, &k_job, Some(XMap { layout: keys.layout(), div: 1, experts: (0, kvh), rpe: 0, fixed_scale: true, pairs: None }))?;
     let s = k.scratch("attention_coop/scores", (pairs * nk * 4) as u64);
-    let product = |rpe, cols| Grouped { info: &info, layout: heads.layout(), experts: (0, kvh), rpe, cols, x_rows, w_blocks: (0, 0) };
+    let product = |rpe, cols| Grouped { info: &info, layout: heads.layout(), experts: (0, kvh), rpe, cols, x_rows, w_blocks: (0, 0), pairs: Some(pairs) };
     grouped_split(k, b, (&xh, &xl), (&wh, &wl), &product(nk, hd), &s, (0, nk))?;
     let sr = ScoreRows { rows: pairs, nk, heads: nh, pos0: a.shape.pos0 + t0, k_lo, window: a.shape.window, scale: a.shape.scale };
     softmax(k, b, &s, &sr)?;
@@ -186,10 +188,11 @@ fn grouped_block(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer
 }
 
 /// The query rows of a block with several KV heads, gathered by KV head: head group h's
-/// `tokens · g` rows (token t, its g-th head: q row t · heads + h · g + i) from padded row
-/// h · run, in runs of whole `bm`-row tiles, as `moe_sort` lays out an expert's pairs.
+/// rows (token t, its i-th head: q row t · heads + h · g + i) from padded row h · run, in
+/// runs of whole `bm`-row tiles, as `moe_sort` lays out an expert's pairs. The map holds
+/// as many tokens as a run does; a block of fewer cuts the rest off by its pair count.
 struct HeadRuns {
-    tokens: usize,
+    run: usize,
     heads: usize,
     kvh: usize,
     bm: usize,
@@ -197,28 +200,22 @@ struct HeadRuns {
 
 impl HeadRuns {
     fn new(tokens: usize, heads: usize, kvh: usize, bm: usize) -> HeadRuns {
-        HeadRuns { tokens, heads, kvh, bm }
-    }
-
-    /// Padded rows a KV head's run takes.
-    fn run(&self) -> usize {
-        (self.tokens * self.heads / self.kvh).div_ceil(self.bm) * self.bm
+        HeadRuns { run: (tokens * heads / kvh).div_ceil(bm) * bm, heads, kvh, bm }
     }
 
     fn rows(&self) -> usize {
-        self.kvh * self.run()
+        self.kvh * self.run
     }
 
     /// Row scales (one word a padded row) first, then the map.
     fn layout(&self) -> SortLayout {
-        SortLayout::new(self.rows(), self.tokens * self.heads, self.kvh, self.bm)
+        SortLayout::new(self.rows(), self.rows(), self.kvh, self.bm)
     }
 
     /// The info buffer's words (`moe_sort`'s layout after the row scales' room).
     fn words(&self) -> Vec<f32> {
         let g = self.heads / self.kvh;
-        let run = self.run();
-        run_words(self.layout(), self.kvh, run, |h, i| (i < self.tokens * g).then(|| (i / g) * self.heads + h * g + i % g))
+        run_words(self.layout(), self.kvh, self.run, |h, i| Some((i / g) * self.heads + h * g + i % g))
     }
 }
 
@@ -365,26 +362,33 @@ mod tests {
         assert!(planned > 150 && refused > 150, "planned {planned}, refused {refused}");
     }
 
-    /// The grouped products' maps: every (token, head) row once, in its KV head's run of
-    /// whole tiles, in order within the run; each KV head's key rows likewise; the runs'
-    /// first rows and each tile's KV head as moe_sort would write them.
+    /// The grouped products' maps: every (token, head) row of the block once, in its KV
+    /// head's run of whole tiles, in order within the run, and the run's padding rows past
+    /// the block's pair count; each KV head's key rows likewise; the runs' first rows and
+    /// each tile's KV head as moe_sort would write them.
     #[test]
     fn head_and_key_runs_cover_every_row_once() {
         let word = |w: &[f32], i: usize| w[i].to_bits();
         for (tokens, heads, kvh) in [(75, 8, 4), (100, 8, 2), (130, 4, 4), (1, 16, 8), (64, 2, 2)] {
             let runs = HeadRuns::new(tokens, heads, kvh, 64);
-            let (l, run, g) = (runs.layout(), runs.run(), heads / kvh);
+            let (l, run, g) = (runs.layout(), runs.run, heads / kvh);
             let w = runs.words();
             assert_eq!(w.len(), l.end());
-            assert!(runs.rows() <= l.rows && run.is_multiple_of(64) && run >= tokens * g);
+            assert!(runs.rows() <= l.rows && run.is_multiple_of(64) && run >= tokens * g && run < tokens * g + 64);
             let mut seen = vec![false; tokens * heads];
             let mut last = None;
             for r in 0..l.rows {
                 let p = word(&w, l.map_off + r);
                 if p == u32::MAX {
+                    assert!(r >= runs.rows(), "row {r} inside the runs has no pair");
                     continue;
                 }
                 let p = p as usize;
+                // Rows past the block's tokens hold pairs past its count (cut off there).
+                if r % run >= tokens * g {
+                    assert!(p >= tokens * heads, "padding row {r} holds pair {p}");
+                    continue;
+                }
                 assert!(!seen[p], "pair {p} twice");
                 seen[p] = true;
                 let (t, head) = (p / heads, p % heads);

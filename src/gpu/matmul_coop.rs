@@ -144,6 +144,7 @@ struct SplitParams {
     x_e0: u32,
     x_e1: u32,
     w_rpe: u32,
+    x_pairs: u32,
 }
 
 #[repr(C)]
@@ -178,6 +179,8 @@ struct CoopParams {
     w_row_bytes: u32,
     w_pair_half: u32,
     w_pair_off: u32,
+    /// GROUPED: pairs from this on are padding (u32::MAX: only the map's NONE is).
+    pairs: u32,
 }
 
 impl CoopParams {
@@ -198,6 +201,7 @@ impl CoopParams {
             route_a: u32::MAX,
             route_b: u32::MAX,
             route_end: rows as u32,
+            pairs: u32::MAX,
             y_row_stride: 1,
             w_scale: WS,
             ..Default::default()
@@ -365,7 +369,8 @@ pub fn split_f16(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&SplitJob
 /// With `rpe` > 0 the first job's rows are those experts' (rpe rows each), and the rows
 /// of experts without pairs are skipped. With `fixed_scale` the x rows keep the job's
 /// `scale` alone rather than powers of two of their own (the row-scale buffer then holds
-/// only the map): rows gathered for a product's weight side, which takes one scale.
+/// only the map): rows gathered for a product's weight side, which takes one scale. A
+/// map made once for the longest block serves shorter ones with `pairs` set.
 #[derive(Clone, Copy)]
 pub struct XMap {
     pub layout: super::moe::SortLayout,
@@ -373,6 +378,8 @@ pub struct XMap {
     pub experts: (usize, usize),
     pub rpe: usize,
     pub fixed_scale: bool,
+    /// Pairs from this on are padding too, as the map's NONE is (None: no bound).
+    pub pairs: Option<usize>,
 }
 
 /// `split_f16` with the second job's rows mapped (`map`).
@@ -424,6 +431,7 @@ pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&S
         x_e0: u32_of(map.map_or(0, |m| m.experts.0), "split_f16 map")?,
         x_e1: u32_of(map.map_or(0, |m| m.experts.1), "split_f16 map")?,
         w_rpe: u32_of(map.map_or(0, |m| m.rpe), "split_f16 map")?,
+        x_pairs: map.and_then(|m| m.pairs).map_or(Ok(u32::MAX), |n| u32_of(n, "split_f16 pairs"))?,
     };
     if let Some(m) = map {
         let xf = x.and_then(|x| x.row_scale);
@@ -530,6 +538,8 @@ pub(crate) struct Grouped<'a> {
     pub cols: usize,
     pub x_rows: usize,
     pub w_blocks: (usize, usize),
+    /// Pairs from this on are padding, as the map's NONE is (None: no bound).
+    pub pairs: Option<usize>,
 }
 
 /// Record `kernel` (a GROUPED product kernel) for `g`: result (pair, r) goes to
@@ -547,6 +557,7 @@ fn grouped_dispatch(k: &Kernels, b: &mut Batch, kernel: &std::sync::Arc<super::k
         tile_off: u32_of(g.layout.tile_off, "grouped product map")?,
         w_byte0: u32_of(g.w_blocks.0, "grouped product weight offset")?,
         w_row_bytes: u32_of(g.w_blocks.1, "grouped product row stride")?,
+        pairs: g.pairs.map_or(Ok(u32::MAX), |n| u32_of(n, "grouped product pairs"))?,
         ..CoopParams::new(g.cols, (g.experts.1 - g.experts.0) * g.rpe, g.x_rows, (y_off, y_stride), g.rpe / bn, groups_x)?
     };
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
@@ -797,7 +808,7 @@ pub(crate) fn matmul_experts_coop(
             let c = chunk.min(first + count - e);
             let xr = chunk_rows(c);
             let x_job = SplitJob { src: x, ty: GgmlType::F32, byte0: x_off * 4, row_bytes: x_stride * 4, cols, rows: xr, rows_pad: xr, scale: 1.0, hi: &xh, lo: &xl, tile_rows: bm, col_stride: 1, row_scale: Some(&info), pairs: None };
-            let map = XMap { layout, div: if x_per_slot { 1 } else { top_k }, experts: (e, e + c), rpe, fixed_scale: false };
+            let map = XMap { layout, div: if x_per_slot { 1 } else { top_k }, experts: (e, e + c), rpe, fixed_scale: false, pairs: None };
             let (wh, wl) = if blocks {
                 split_x(k, b, &x_job, Some(map))?;
                 (t.buffer.clone(), k.dummy.clone())
@@ -808,7 +819,7 @@ pub(crate) fn matmul_experts_coop(
                 split_f16_mapped(k, b, &w_job, Some(&x_job), Some(map))?;
                 (wh, wl)
             };
-            let g = Grouped { info: &info, layout, experts: (e, e + c), rpe, cols, x_rows: xr, w_blocks: ((e - first) * rpe * row_bytes, row_bytes) };
+            let g = Grouped { info: &info, layout, experts: (e, e + c), rpe, cols, x_rows: xr, w_blocks: ((e - first) * rpe * row_bytes, row_bytes), pairs: None };
             grouped_dispatch(k, b, &kernel, (&xh, &xl), (&wh, &wl), &g, y, (y_off, rpe))?;
             e += c;
         }
