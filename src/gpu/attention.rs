@@ -7,8 +7,8 @@
 //! partial softmax states `attention_merge.wgsl` combines. Shapes it does not take (odd
 //! v_head_dim, more query heads per KV head than a block holds) and
 //! `Kernels::tiled_attention` off go by `attention.wgsl`: one workgroup per (token, up to
-//! 4 heads of one KV head). On tensor cores, prefill over one f32 KV head (Gemma 4 E2B,
-//! Gemma 3 270M) goes by `attention_coop` instead: two products around a softmax.
+//! 4 heads of one KV head). On tensor cores, prefill over an f32 cache goes by
+//! `attention_coop` instead: two products around a softmax, each over all KV heads.
 //!
 //! A single query token (decode) gets `attention_decode.wgsl`, which spreads each key's
 //! dot product over several invocations and each query's keys over several workgroups

@@ -8,11 +8,12 @@
 //! their KV head into runs of whole tiles through a map made on the host, each KV head's
 //! K rows (gathered likewise) and Vᵀ rows are that expert's weights, and results go back
 //! to the rows' own places. Both products are `matmul_coop`'s (three f16 products per
-//! f32-accurate result), so this keeps the f32 path's accuracy. The masked part of a block's key range is computed and thrown away,
-//! which costs less than the SIMT kernel's (`attention_tiled.wgsl`) whole work: skipping
-//! the tiles the mask empties measured no faster on an H100 (E2B prefill at 512, 2048 and
-//! 4096 tokens within noise), as the blocks already follow the causal boundary. Blocks of
-//! tokens are sized so S fits one binding and a bounded scratch. CPU twins:
+//! f32-accurate result), so this keeps the f32 path's accuracy. The masked part of a
+//! block's key range is computed and thrown away, which costs less than the SIMT kernel's
+//! (`attention_tiled.wgsl`) whole work: skipping the tiles the mask empties measured no
+//! faster on an H100 (E2B prefill at 512, 2048 and 4096 tokens within noise), as the
+//! blocks already follow the causal boundary. Blocks of tokens are sized so S fits one
+//! binding and a bounded scratch. CPU twins:
 //! `attention_softmax_cpu`, and `cpu::ops::attention` for the whole (tests/gpu_ops.rs).
 
 use bytemuck::{Pod, Zeroable};
