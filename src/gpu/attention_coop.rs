@@ -216,7 +216,7 @@ impl HeadRuns {
     /// The info buffer's words (`moe_sort`'s layout after the row scales' room).
     fn words(&self) -> Vec<f32> {
         let g = self.heads / self.kvh;
-        run_words(self.layout(), self.kvh, self.run, |h, i| Some((i / g) * self.heads + h * g + i % g))
+        run_words(self.layout(), self.kvh, self.run, |h, i| (i / g) * self.heads + h * g + i % g)
     }
 }
 
@@ -234,20 +234,20 @@ impl KeyRuns {
     }
 
     fn words(&self) -> Vec<f32> {
-        run_words(self.layout(), self.kvh, self.nk, |h, j| Some(j * self.kvh + h))
+        run_words(self.layout(), self.kvh, self.nk, |h, j| j * self.kvh + h)
     }
 }
 
 /// `layout`'s words for `experts` runs of `run` padded rows each (a multiple of the tile),
-/// row i of expert e holding `pair(e, i)` (None: padding); words before the map are left
-/// zero (row scales).
-fn run_words(layout: SortLayout, experts: usize, run: usize, pair: impl Fn(usize, usize) -> Option<usize>) -> Vec<f32> {
+/// row i of expert e holding `pair(e, i)` and rows past the runs none; words before the
+/// map are left zero (row scales).
+fn run_words(layout: SortLayout, experts: usize, run: usize, pair: impl Fn(usize, usize) -> usize) -> Vec<f32> {
     let none = f32::from_bits(u32::MAX);
     let word = |v: usize| f32::from_bits(v as u32);
     let mut w = vec![0.0f32; layout.end()];
     for r in 0..layout.rows {
         let (e, i) = (r / run, r % run);
-        w[layout.map_off + r] = if e < experts { pair(e, i).map_or(none, word) } else { none };
+        w[layout.map_off + r] = if e < experts { word(pair(e, i)) } else { none };
     }
     for e in 0..=experts {
         w[layout.poff_off + e] = word(e * run);
