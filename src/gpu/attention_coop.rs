@@ -175,7 +175,7 @@ fn grouped_block(k: &Kernels, b: &mut Batch, a: &CoopAttention, q: &wgpu::Buffer
     let k_job = SplitJob { src: kv.k, byte0: k_lo * kvh * hd * 4, rows: kvh * nk, rows_pad: kvh * nk, scale: WS, hi: &wh, lo: &wl, tile_rows: bn, row_scale: Some(&key_info), ..q_job };
     split_x(k, b, &k_job, Some(XMap { layout: keys.layout(), div: 1, experts: (0, kvh), rpe: 0, fixed_scale: true, pairs: None }))?;
     let s = k.scratch("attention_coop/scores", (pairs * nk * 4) as u64);
-    let product = |rpe, cols| Grouped { info: &info, layout: heads.layout(), experts: (0, kvh), rpe, cols, x_rows, w_blocks: (0, 0), pairs: Some(pairs) };
+    let product = |rpe, cols| Grouped { info: &info, map: q_map, rpe, cols, x_rows, w_blocks: (0, 0) };
     grouped_split(k, b, (&xh, &xl), (&wh, &wl), &product(nk, hd), &s, (0, nk))?;
     let sr = ScoreRows { rows: pairs, nk, heads: nh, pos0: a.shape.pos0 + t0, k_lo, window: a.shape.window, scale: a.shape.scale };
     softmax(k, b, &s, &sr)?;

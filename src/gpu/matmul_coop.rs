@@ -431,7 +431,7 @@ pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&S
         x_e0: u32_of(map.map_or(0, |m| m.experts.0), "split_f16 map")?,
         x_e1: u32_of(map.map_or(0, |m| m.experts.1), "split_f16 map")?,
         w_rpe: u32_of(map.map_or(0, |m| m.rpe), "split_f16 map")?,
-        x_pairs: map.and_then(|m| m.pairs).map_or(Ok(u32::MAX), |n| u32_of(n, "split_f16 pairs"))?,
+        x_pairs: pair_bound(map.and_then(|m| m.pairs), "split_f16 pairs")?,
     };
     if let Some(m) = map {
         let xf = x.and_then(|x| x.row_scale);
@@ -526,20 +526,22 @@ fn product_kernel(k: &Kernels, tile: CoopTile, geglu: bool, grouped: bool, block
 }
 
 /// One grouped product (matmul_coop.wgsl's GROUPED, COOP_SMALL tiles): x's `x_rows`
-/// padded rows grouped by expert as `layout` in `info` says (each row's scale from word
-/// 0 of `info`), against experts `experts.0 .. experts.1` of `rpe` rows and `cols`
-/// columns each; `w_blocks`: where row 0 lies and the row stride, for weights staged from
-/// their blocks.
+/// padded rows grouped by expert as `map` says (its layout in `info`, each row's scale
+/// from word 0; the map x was split through, so its experts and pair count are the
+/// product's too), against those experts' `rpe` rows of `cols` columns each; `w_blocks`:
+/// where row 0 lies and the row stride, for weights staged from their blocks.
 pub(crate) struct Grouped<'a> {
     pub info: &'a wgpu::Buffer,
-    pub layout: super::moe::SortLayout,
-    pub experts: (usize, usize),
+    pub map: XMap,
     pub rpe: usize,
     pub cols: usize,
     pub x_rows: usize,
     pub w_blocks: (usize, usize),
-    /// Pairs from this on are padding, as the map's NONE is (None: no bound).
-    pub pairs: Option<usize>,
+}
+
+/// A pair count as the kernels take it: u32::MAX, past every pair (and NONE), for none.
+fn pair_bound(pairs: Option<usize>, what: &str) -> Result<u32> {
+    pairs.map_or(Ok(u32::MAX), |n| u32_of(n, what))
 }
 
 /// Record `kernel` (a GROUPED product kernel) for `g`: result (pair, r) goes to
@@ -548,17 +550,18 @@ pub(crate) struct Grouped<'a> {
 fn grouped_dispatch(k: &Kernels, b: &mut Batch, kernel: &std::sync::Arc<super::kernel::Kernel>, (xh, xl): (&wgpu::Buffer, &wgpu::Buffer), (wh, wl): (&wgpu::Buffer, &wgpu::Buffer), g: &Grouped, y: &wgpu::Buffer, (y_off, y_stride): (usize, usize)) -> Result<()> {
     let (bm, bn) = (COOP_SMALL.bm, COOP_SMALL.bn);
     let (grid, groups_x) = grid_1d((g.x_rows / bm) * (g.rpe / bn), k.gpu.limits.max_compute_workgroups_per_dimension);
+    let (layout, (e0, e1)) = (g.map.layout, g.map.experts);
     let p = CoopParams {
-        e0: g.experts.0 as u32,
-        e1: g.experts.1 as u32,
+        e0: e0 as u32,
+        e1: e1 as u32,
         rpe: u32_of(g.rpe, "grouped product rows")?,
-        map_off: u32_of(g.layout.map_off, "grouped product map")?,
-        poff_off: u32_of(g.layout.poff_off, "grouped product map")?,
-        tile_off: u32_of(g.layout.tile_off, "grouped product map")?,
+        map_off: u32_of(layout.map_off, "grouped product map")?,
+        poff_off: u32_of(layout.poff_off, "grouped product map")?,
+        tile_off: u32_of(layout.tile_off, "grouped product map")?,
         w_byte0: u32_of(g.w_blocks.0, "grouped product weight offset")?,
         w_row_bytes: u32_of(g.w_blocks.1, "grouped product row stride")?,
-        pairs: g.pairs.map_or(Ok(u32::MAX), |n| u32_of(n, "grouped product pairs"))?,
-        ..CoopParams::new(g.cols, (g.experts.1 - g.experts.0) * g.rpe, g.x_rows, (y_off, y_stride), g.rpe / bn, groups_x)?
+        pairs: pair_bound(g.map.pairs, "grouped product pairs")?,
+        ..CoopParams::new(g.cols, (e1 - e0) * g.rpe, g.x_rows, (y_off, y_stride), g.rpe / bn, groups_x)?
     };
     let (s2, s3) = (k.scratch("matmul_coop/y2", 4), k.scratch("matmul_coop/y3", 4));
     b.dispatch(kernel, &[xh, xl, wh, wl, y, &s2, &s3, g.info], &p, grid)
@@ -819,7 +822,7 @@ pub(crate) fn matmul_experts_coop(
                 split_f16_mapped(k, b, &w_job, Some(&x_job), Some(map))?;
                 (wh, wl)
             };
-            let g = Grouped { info: &info, layout, experts: (e, e + c), rpe, cols, x_rows: xr, w_blocks: ((e - first) * rpe * row_bytes, row_bytes), pairs: None };
+            let g = Grouped { info: &info, map, rpe, cols, x_rows: xr, w_blocks: ((e - first) * rpe * row_bytes, row_bytes) };
             grouped_dispatch(k, b, &kernel, (&xh, &xl), (&wh, &wl), &g, y, (y_off, rpe))?;
             e += c;
         }
