@@ -44,7 +44,9 @@
 // of BN), split or as blocks from byte w_byte0. Workgroup g takes token tile g /
 // row_groups (row_groups: row tiles of an expert) and that tile's expert's row tile g %
 // row_groups; tiles past the chunk's runs return. Result (pair, row) goes to y[y_off + pair · y_stride + row]; padding rows
-// go nowhere.
+// go nowhere. Padding is multiplied like the rest: cooperative-matrix operations must run in
+// workgroup-uniform control flow, so a subgroup whose rows are all padding cannot skip its
+// products, and skipping only their x loads gained nothing (forty-second session).
 //
 // naga 30 writes coopStore before its operands unless they are already evaluated: every
 // coopStore argument is a `let` made before an ordinary assignment (`flush`), which makes

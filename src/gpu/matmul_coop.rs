@@ -23,7 +23,10 @@ pub struct CoopTile {
 
 /// The default tile: four subgroups of 32 x 32. Measured on the H100 (Q4_K, 512 tokens):
 /// 25-39 TFLOP/s on Gemma 4 E2B's layer matrices, against 9-23 with 64 x 128 (eight
-/// subgroups) and 13-16 with 128 x 64 of 32 x 64 subgroups.
+/// subgroups) and 13-16 with 128 x 64 of 32 x 64 subgroups. Its 24 KB of workgroup memory
+/// set how many share an SM: declaring more (two staging buffers, 45 KB; or the same
+/// kernel padded to 28-48 KB) cost the Gemma 3 270M layout's prefill 19% on an H200
+/// (docs/performance.md, forty-second session).
 pub const COOP_SMALL: CoopTile = CoopTile { bm: 64, bn: 64, fr: 2 };
 /// For tall matrices over many tokens: eight subgroups of 32 x 64, which share each staged
 /// row among more products (E2B's [gate; up], 12288 rows: 49 TFLOP/s against 39); smaller
