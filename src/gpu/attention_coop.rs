@@ -70,7 +70,7 @@ impl CoopAttention {
     /// added in front are masked); None where the cache is too short for that.
     fn keys(&self, t0: usize, t1: usize, capacity: usize) -> Option<(usize, usize)> {
         let lo = first_key(self.shape.pos0 + t0, self.shape.window);
-        let nk = (self.shape.pos0 + t1 - lo).div_ceil(self.key_multiple()) * self.key_multiple();
+        let nk = (self.shape.pos0 + t1 - lo).next_multiple_of(self.key_multiple());
         if nk > capacity {
             return None;
         }
@@ -89,7 +89,7 @@ impl CoopAttention {
         let mut c = self.shape.n_tokens;
         while c > 1 {
             let keys = if self.shape.window > 0 { self.shape.window + c } else { self.shape.pos0 + self.shape.n_tokens };
-            let nk = keys.div_ceil(self.key_multiple()) * self.key_multiple();
+            let nk = keys.next_multiple_of(self.key_multiple());
             if ((c * self.shape.n_heads * nk * 4) as u64) <= limit {
                 break;
             }
@@ -201,7 +201,7 @@ struct HeadRuns {
 
 impl HeadRuns {
     fn new(tokens: usize, heads: usize, kvh: usize, bm: usize) -> HeadRuns {
-        HeadRuns { run: (tokens * heads / kvh).div_ceil(bm) * bm, heads, kvh, bm }
+        HeadRuns { run: (tokens * heads / kvh).next_multiple_of(bm), heads, kvh, bm }
     }
 
     fn rows(&self) -> usize {
