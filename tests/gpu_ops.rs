@@ -629,7 +629,7 @@ fn moe_route_and_combine_match_cpu() {
 fn moe_route_and_combine_match_cpu_on(k: &Kernels) {
     use rullama::gpu::moe;
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    for (n, n_experts, top_k, off) in [(1, 4, 1, 0), (5, 37, 3, 2), (6, 128, 8, 1)] {
+    for (n, n_experts, top_k, off) in [(1, 4, 1, 0), (5, 37, 3, 2), (6, 128, 8, 1), (2, 256, 32, 3)] {
         let mut logits = rand_vec(&mut rng, off + n * n_experts);
         // Token 0: all equal (picks 0..top_k); token 1 (if any): a tie at the top.
         logits[off..off + n_experts].fill(0.5);
@@ -924,13 +924,15 @@ fn repeat_penalty_matches_cpu() {
 }
 
 /// moe_norms.wgsl against the CPU's three RMS norms: x into the router's and the experts'
-/// inputs with their weights, the dense output in place with its own; rows up to the
-/// kernel's 4096 (longer ones are refused). One rounding per op, in another order: 1e-5.
+/// inputs with their weights, the dense output in place with its own; rows of whole vec4
+/// words up to the kernel's 4096 (others are refused): one word, words past the
+/// workgroup's first and last rounds, the longest. One rounding per op, in another order:
+/// 1e-5.
 #[test]
 fn moe_norms_match_cpu() {
     for k in reduction_variants() {
         let mut rng = ChaCha8Rng::seed_from_u64(12);
-        for (n, d) in [(1, 37), (3, 2816), (2, 4096)] {
+        for (n, d) in [(1, 4), (1, 36), (3, 2816), (2, 4096)] {
             let (x, ffn) = (rand_vec(&mut rng, n * d), rand_vec(&mut rng, n * d));
             let (wr, we, wp) = (rand_vec(&mut rng, d), rand_vec(&mut rng, d), rand_vec(&mut rng, d));
             let (xb, fb, rb, eb) = (up(&k, &x), up(&k, &ffn), up(&k, &vec![9.0; n * d]), up(&k, &vec![9.0; n * d]));
@@ -951,6 +953,39 @@ fn moe_norms_match_cpu() {
         }
         let long = up(&k, &vec![1.0; 4100]);
         let mut b = Batch::new(Arc::clone(&k.gpu), 4);
-        assert!(rullama::gpu::moe::moe_norms(&k, &mut b, &long, &long, (&long, &long), (&long, &long), &long, (1, 4100), 1e-6).is_err());
+        for d in [4100, 37] {
+            assert!(rullama::gpu::moe::moe_norms(&k, &mut b, &long, &long, (&long, &long), (&long, &long), &long, (1, d), 1e-6).is_err());
+        }
+    }
+}
+
+/// moe_combine_norm.wgsl against the CPU's combination then its accumulating norm
+/// (`moe_combine`, `rms_norm_to`): top-8 on the 26B-A4B layout's rows, fewer slots than
+/// the kernel's group of eight, more (two groups, the second part full), one slot, one
+/// word; ffn starts random, so the add is checked too. Rows it cannot take are refused.
+/// The slots are summed in order as on the CPU; the norm's sum in another order: 1e-5.
+#[test]
+fn moe_combine_norm_matches_cpu() {
+    for k in reduction_variants() {
+        let mut rng = ChaCha8Rng::seed_from_u64(13);
+        for (n, top_k, d) in [(1, 8, 2816), (3, 3, 36), (2, 11, 4096), (2, 1, 1024), (1, 2, 4)] {
+            let expert_out = rand_vec(&mut rng, n * top_k * d);
+            let weights: Vec<f32> = (0..n * top_k).map(|_| rng.random_range(0.0f32..1.0)).collect();
+            let (ffn, w) = (rand_vec(&mut rng, n * d), rand_vec(&mut rng, d));
+            let mut want = ffn.clone();
+            ops::rms_norm_to(&ops::moe_combine(&expert_out, &weights, top_k, d), &mut want, d, Some(&w), 1e-6, true);
+            let (eb, wb, fb, pb) = (up(&k, &expert_out), up(&k, &weights), up(&k, &ffn), up(&k, &w));
+            let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+            rullama::gpu::moe::moe_combine_norm(&k, &mut b, &eb, &wb, (n, top_k, d), &fb, &pb, 1e-6).unwrap();
+            b.submit().unwrap();
+            let got = kernel::read_f32(&k.gpu, &fb, 0, n * d).unwrap();
+            let e = max_rel(&got, &want);
+            assert!(e < 1e-5, "n {n} top {top_k} d {d}: rel err {e}");
+        }
+        let long = up(&k, &vec![1.0; 8 * 4100]);
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        for (top_k, d) in [(1, 4100), (1, 37), (0, 36)] {
+            assert!(rullama::gpu::moe::moe_combine_norm(&k, &mut b, &long, &long, (1, top_k, d), &long, &long, 1e-6).is_err());
+        }
     }
 }

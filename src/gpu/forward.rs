@@ -923,7 +923,7 @@ impl GpuModel {
         // The dense output's post-norm (in place); the router's input RMS0(x) ⊙ (scale ·
         // D^-½, made at load); the experts' input RMS(x; pre_ffw_norm_2). One dispatch
         // (moe_norms) where rows fit it. The router's input waits in ms.out for the combine.
-        if d <= moe::NORMS_MAX_D {
+        if moe::norms_fit(d) {
             moe::moe_norms(k, b, x, &s.ffn, (&ms.out, &m.router_scale), (&ms.z, &m.pre_norm_2), &m.post_norm_1, (n, d), c.eps)?;
         } else {
             norm::rms_norm(k, b, &s.ffn, 0, n, d, Some(&m.post_norm_1), c.eps)?;
@@ -959,8 +959,11 @@ impl GpuModel {
             }
             _ => unreachable!("one fused or two split gate/up tensors"),
         }
+        // ffn += RMS(Σ weighted experts; post_ffw_norm_2): one dispatch where rows fit it.
+        if moe::norms_fit(d) {
+            return moe::moe_combine_norm(k, b, &ms.down, &ms.weights, (n, kk, d), &s.ffn, &m.post_norm_2, c.eps);
+        }
         moe::moe_combine(k, b, &ms.down, &ms.weights, n, kk, d, &ms.out, 0)?;
-        // ffn += RMS(out; post_ffw_norm_2), the add inside the norm's dispatch.
         norm::rms_norm_to(k, b, &ms.out, 0, &s.ffn, 0, n, d, Some(&m.post_norm_2), c.eps, true)
     }
 

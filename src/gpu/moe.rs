@@ -188,8 +188,15 @@ pub fn moe_sort_cpu(ids: &[u32], experts: usize, bm: usize) -> (Vec<u32>, Vec<u3
     (poff, tiles)
 }
 
-/// Longest row moe_norms.wgsl keeps in registers (256 invocations × 16).
+/// Longest row moe_norms.wgsl and moe_combine_norm.wgsl hold (256 invocations × 4 vec4
+/// words).
 pub const NORMS_MAX_D: usize = 4096;
+
+/// Whether rows of `d` fit the one-workgroup-a-token kernels (`moe_norms`,
+/// `moe_combine_norm`): whole vec4 words, up to NORMS_MAX_D.
+pub fn norms_fit(d: usize) -> bool {
+    d > 0 && d.is_multiple_of(4) && d <= NORMS_MAX_D
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -202,7 +209,7 @@ struct NormsParams {
 
 /// moe_norms.wgsl over `n` rows of `d` (from element 0 of every buffer): `router.0 =
 /// RMS(x) ⊙ router.1`, `experts.0 = RMS(x) ⊙ experts.1`, and `ffn = RMS(ffn) ⊙ post_w`
-/// in place; rows up to NORMS_MAX_D.
+/// in place; rows as `norms_fit` allows.
 #[allow(clippy::too_many_arguments)]
 pub fn moe_norms(
     k: &Kernels,
@@ -215,8 +222,8 @@ pub fn moe_norms(
     (n, d): (usize, usize),
     eps: f32,
 ) -> Result<()> {
-    if d == 0 || d > NORMS_MAX_D {
-        return Err(Error::Input(format!("moe_norms: rows of {d} (up to {NORMS_MAX_D})")));
+    if !norms_fit(d) {
+        return Err(Error::Input(format!("moe_norms: rows of {d} (a multiple of 4 up to {NORMS_MAX_D})")));
     }
     check_fits("moe_norms", &[(x, n * d), (ffn, n * d), (router.0, n * d), (experts.0, n * d), (router.1, d), (experts.1, d), (post_w, d)])?;
     let p = NormsParams { n: u32_of(n, "moe_norms rows")?, d: d as u32, eps, groups_x: 0 };
@@ -224,4 +231,40 @@ pub fn moe_norms(
     let (r, rw) = (Access::Read, Access::ReadWrite);
     let (red, tag) = super::reduce(k);
     launch(k, b, &format!("moe_norms{tag}"), &[shaders::MOE_NORMS, red[0], red[1]], &[r, rw, rw, rw, r, r, r], &[x, ffn, router.0, experts.0, router.1, experts.1, post_w], n, |groups_x| NormsParams { groups_x, ..p })
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct CombineNormParams {
+    n: u32,
+    top_k: u32,
+    d: u32,
+    eps: f32,
+    groups_x: u32,
+}
+
+/// moe_combine_norm.wgsl: `ffn[t] += RMS(Σ_s weights[t*top_k + s] · expert_out[t*top_k +
+/// s]) ⊙ post_w` for `n` rows of `d` (every buffer from element 0); rows as `norms_fit`
+/// allows. `moe_combine` then `norm::rms_norm_to` accumulating, in one dispatch.
+#[allow(clippy::too_many_arguments)]
+pub fn moe_combine_norm(
+    k: &Kernels,
+    b: &mut Batch,
+    expert_out: &wgpu::Buffer,
+    weights: &wgpu::Buffer,
+    (n, top_k, d): (usize, usize, usize),
+    ffn: &wgpu::Buffer,
+    post_w: &wgpu::Buffer,
+    eps: f32,
+) -> Result<()> {
+    if !norms_fit(d) || top_k == 0 {
+        return Err(Error::Input(format!("moe_combine_norm: {top_k} slots of rows of {d} (a multiple of 4 up to {NORMS_MAX_D})")));
+    }
+    check_fits("moe_combine_norm", &[(expert_out, n * top_k * d), (weights, n * top_k), (ffn, n * d), (post_w, d)])?;
+    u32_of(n * top_k * d, "moe_combine_norm expert_out size")?;
+    let p = CombineNormParams { n: n as u32, top_k: top_k as u32, d: d as u32, eps, groups_x: 0 };
+    let (r, rw) = (Access::Read, Access::ReadWrite);
+    let (red, tag) = super::reduce(k);
+    let code = [shaders::MOE_COMBINE_NORM, red[0], red[1]];
+    launch(k, b, &format!("moe_combine_norm{tag}"), &code, &[r, r, rw, r], &[expert_out, weights, ffn, post_w], n, |groups_x| CombineNormParams { groups_x, ..p })
 }
