@@ -4,10 +4,11 @@
 // ffn = RMS(ffn) · post_w; x's and ffn's sums of squares are one reduction.
 // Rows of d (a multiple of 4, up to 4 · 4 · WG) as vec4 words, four per invocation in named
 // registers, every load issued before the first is used: clamped indices make the loads
-// unconditional and select() zeroes the words past the row. A version with the row in
-// loops over arrays (and loads behind `if`s) waited on each load in turn; in decode this
-// runs once a layer on one SM, and that chain cost ~15 µs a layer on an H200 (Gemma 4
-// 26B-A4B decode 240 -> 270 tok/s with the norms left out, timing only).
+// unconditional and select() zeroes the words past the row. In decode this runs once a
+// layer on one SM, so its chain of waits is its cost: the version with the row in loops
+// over arrays (and loads behind `if`s), which by the timings waited on each load in turn,
+// cost ~15 µs a layer on an H200 (Gemma 4 26B-A4B decode 240 -> 270 tok/s with the
+// norms left out, timing only).
 // Composed with a workgroup reduction (common/reduce*.wgsl). CPU twin: cpu::ops::rms_norm,
 // three times.
 const WG: u32 = 256u;
