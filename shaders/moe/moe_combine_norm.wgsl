@@ -2,14 +2,14 @@
 // workgroup per token: out = Σ_s weights[t*top_k + s] · expert_out[t*top_k + s] (slot
 // order), then ffn[t] += RMS(out) · post_w. One dispatch where moe_combine and
 // rms_norm_to took two, and out never goes to memory.
-// Rows of d (a multiple of 4, up to 4 · 4 · WG) as vec4 words, four per invocation in named
-// registers. Slots are summed eight at a time in one expression, so a group's loads (and
-// ffn's and post_w's, made before the reduction) are in flight together, whatever the
-// compiler does with loops. The norm kernel this replaces in decode (rms_norm_to, whose
-// loads by the timings were waited on in turn) cost 13.6 µs a layer on an H200 (Gemma 4
-// 26B-A4B decode 240 -> 267 tok/s with it left out, timing only).
-// Composed with a workgroup reduction (common/reduce*.wgsl). CPU twin:
-// cpu::ops::moe_combine, then cpu::ops::rms_norm_to accumulating.
+// Rows of d (a multiple of 4, up to 16 · WG) as common/row_words.wgsl holds them. Slots
+// are summed eight at a time in one expression, so a group's loads (and ffn's and
+// post_w's, made before the reduction) are in flight together whatever the compiler does
+// with loops. The norm kernel this replaces in decode (rms_norm_to, whose loads by the
+// timings were waited on in turn) cost 13.6 µs a layer on an H200 (Gemma 4 26B-A4B decode
+// 240 -> 267 tok/s with it left out, timing only).
+// Composed with common/row_words.wgsl and a workgroup reduction (common/reduce*.wgsl).
+// CPU twin: cpu::ops::moe_combine, then cpu::ops::rms_norm_to accumulating.
 const WG: u32 = 256u;
 
 struct Params {
@@ -26,35 +26,20 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> ffn: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> post_w: array<vec4<f32>>;
 
-// Slot s's weight (of slots s0 .. end), zero past the end.
+// Slot s's weight (slots end before `end`), zero past the end.
 fn wt(s: u32, end: u32) -> f32 {
     return select(0.0, weights[min(s, end - 1u)], s < end);
 }
 
-// Slot s's word c (both clamped: past the end a slot weighs zero; past the row nothing is
-// stored).
-fn ev(s: u32, end: u32, c: u32, d4: u32) -> vec4<f32> {
-    return expert_out[min(s, end - 1u) * d4 + min(c, d4 - 1u)];
+// Slot s's words k (clamped: past the end a slot weighs zero).
+fn slot(s: u32, end: u32, k: vec4<u32>, d4: u32) -> mat4x4<f32> {
+    let r = min(s, end - 1u) * d4;
+    return mat4x4<f32>(expert_out[r + k.x], expert_out[r + k.y], expert_out[r + k.z], expert_out[r + k.w]);
 }
 
-// Word c of slots s .. s + 7 weighed by w, in slot order.
-fn sum8(s: u32, end: u32, c: u32, d4: u32, w: array<f32, 8>) -> vec4<f32> {
-    return w[0] * ev(s, end, c, d4) + w[1] * ev(s + 1u, end, c, d4) + w[2] * ev(s + 2u, end, c, d4)
-        + w[3] * ev(s + 3u, end, c, d4) + w[4] * ev(s + 4u, end, c, d4) + w[5] * ev(s + 5u, end, c, d4)
-        + w[6] * ev(s + 6u, end, c, d4) + w[7] * ev(s + 7u, end, c, d4);
-}
-
-fn lf(b: u32, c: u32, d4: u32) -> vec4<f32> {
-    return ffn[b + min(c, d4 - 1u)];
-}
-
-fn lp(c: u32, d4: u32) -> vec4<f32> {
-    return post_w[min(c, d4 - 1u)];
-}
-
-fn put(b: u32, c: u32, d4: u32, v: vec4<f32>) {
-    if (c < d4) {
-        ffn[b + c] = v;
+fn put(ok: bool, o: u32, v: vec4<f32>) {
+    if (ok) {
+        ffn[o] = v;
     }
 }
 
@@ -64,39 +49,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (t >= p.n) {
         return;
     }
-    let d4 = p.d / 4u;
-    let b = t * d4;
-    let c0 = lid;
-    let c1 = lid + WG;
-    let c2 = lid + 2u * WG;
-    let c3 = lid + 3u * WG;
-    let f0 = lf(b, c0, d4);
-    let f1 = lf(b, c1, d4);
-    let f2 = lf(b, c2, d4);
-    let f3 = lf(b, c3, d4);
-    let w0 = lp(c0, d4);
-    let w1 = lp(c1, d4);
-    let w2 = lp(c2, d4);
-    let w3 = lp(c3, d4);
-    var a0 = vec4<f32>(0.0);
-    var a1 = vec4<f32>(0.0);
-    var a2 = vec4<f32>(0.0);
-    var a3 = vec4<f32>(0.0);
+    let r = row_of(t, p.d, lid);
+    let k = r.k;
+    let f = mat4x4<f32>(ffn[r.b + k.x], ffn[r.b + k.y], ffn[r.b + k.z], ffn[r.b + k.w]);
+    let w = mat4x4<f32>(post_w[k.x], post_w[k.y], post_w[k.z], post_w[k.w]);
+    var a = mat4x4<f32>();
     let end = (t + 1u) * p.top_k;
     for (var s = t * p.top_k; s < end; s += 8u) {
-        let w = array<f32, 8>(wt(s, end), wt(s + 1u, end), wt(s + 2u, end), wt(s + 3u, end),
-            wt(s + 4u, end), wt(s + 5u, end), wt(s + 6u, end), wt(s + 7u, end));
-        a0 += sum8(s, end, c0, d4, w);
-        a1 += sum8(s, end, c1, d4, w);
-        a2 += sum8(s, end, c2, d4, w);
-        a3 += sum8(s, end, c3, d4, w);
+        a += wt(s, end) * slot(s, end, k, r.d4) + wt(s + 1u, end) * slot(s + 1u, end, k, r.d4)
+            + wt(s + 2u, end) * slot(s + 2u, end, k, r.d4) + wt(s + 3u, end) * slot(s + 3u, end, k, r.d4)
+            + wt(s + 4u, end) * slot(s + 4u, end, k, r.d4) + wt(s + 5u, end) * slot(s + 5u, end, k, r.d4)
+            + wt(s + 6u, end) * slot(s + 6u, end, k, r.d4) + wt(s + 7u, end) * slot(s + 7u, end, k, r.d4);
     }
-    // Words past the row hold a clamped word's sums: they count only where they exist.
-    let ss = select(0.0, dot(a0, a0), c0 < d4) + select(0.0, dot(a1, a1), c1 < d4)
-        + select(0.0, dot(a2, a2), c2 < d4) + select(0.0, dot(a3, a3), c3 < d4);
-    let r = inverseSqrt(wg_sum(ss, lid) / f32(p.d) + p.eps);
-    put(b, c0, d4, f0 + a0 * r * w0);
-    put(b, c1, d4, f1 + a1 * r * w1);
-    put(b, c2, d4, f2 + a2 * r * w2);
-    put(b, c3, d4, f3 + a3 * r * w3);
+    let n = inverseSqrt(wg_sum(row_sq(a, r.ok), lid) / f32(p.d) + p.eps);
+    put(r.ok.x, r.b + r.c.x, f[0] + a[0] * n * w[0]);
+    put(r.ok.y, r.b + r.c.y, f[1] + a[1] * n * w[1]);
+    put(r.ok.z, r.b + r.c.z, f[2] + a[2] * n * w[2]);
+    put(r.ok.w, r.b + r.c.w, f[3] + a[3] * n * w[3]);
 }

@@ -153,6 +153,7 @@ pub mod shaders {
     pub const MOE_SORT: &str = include_str!("../../shaders/moe/moe_sort.wgsl");
     pub const MOE_NORMS: &str = include_str!("../../shaders/moe/moe_norms.wgsl");
     pub const MOE_COMBINE_NORM: &str = include_str!("../../shaders/moe/moe_combine_norm.wgsl");
+    pub const ROW_WORDS: &str = include_str!("../../shaders/common/row_words.wgsl");
     pub const TOP_K_CANDIDATES: &str = include_str!("../../shaders/sample/top_k_candidates.wgsl");
     pub const REPEAT_PENALTY: &str = include_str!("../../shaders/sample/repeat_penalty.wgsl");
     pub const SAMPLE_PICK: &str = include_str!("../../shaders/sample/sample_pick.wgsl");

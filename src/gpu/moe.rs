@@ -188,8 +188,8 @@ pub fn moe_sort_cpu(ids: &[u32], experts: usize, bm: usize) -> (Vec<u32>, Vec<u3
     (poff, tiles)
 }
 
-/// Longest row moe_norms.wgsl and moe_combine_norm.wgsl hold (256 invocations × 4 vec4
-/// words).
+/// Longest row moe_norms.wgsl and moe_combine_norm.wgsl hold (common/row_words.wgsl:
+/// 256 invocations × 4 vec4 words).
 pub const NORMS_MAX_D: usize = 4096;
 
 /// Whether rows of `d` fit the one-workgroup-a-token kernels (`moe_norms`,
@@ -230,7 +230,7 @@ pub fn moe_norms(
     u32_of(n * d, "moe_norms size")?;
     let (r, rw) = (Access::Read, Access::ReadWrite);
     let (red, tag) = super::reduce(k);
-    launch(k, b, &format!("moe_norms{tag}"), &[shaders::MOE_NORMS, red[0], red[1]], &[r, rw, rw, rw, r, r, r], &[x, ffn, router.0, experts.0, router.1, experts.1, post_w], n, |groups_x| NormsParams { groups_x, ..p })
+    launch(k, b, &format!("moe_norms{tag}"), &[shaders::MOE_NORMS, shaders::ROW_WORDS, red[0], red[1]], &[r, rw, rw, rw, r, r, r], &[x, ffn, router.0, experts.0, router.1, experts.1, post_w], n, |groups_x| NormsParams { groups_x, ..p })
 }
 
 #[repr(C)]
@@ -265,6 +265,6 @@ pub fn moe_combine_norm(
     let p = CombineNormParams { n: n as u32, top_k: top_k as u32, d: d as u32, eps, groups_x: 0 };
     let (r, rw) = (Access::Read, Access::ReadWrite);
     let (red, tag) = super::reduce(k);
-    let code = [shaders::MOE_COMBINE_NORM, red[0], red[1]];
+    let code = [shaders::MOE_COMBINE_NORM, shaders::ROW_WORDS, red[0], red[1]];
     launch(k, b, &format!("moe_combine_norm{tag}"), &code, &[r, r, rw, r], &[expert_out, weights, ffn, post_w], n, |groups_x| CombineNormParams { groups_x, ..p })
 }
