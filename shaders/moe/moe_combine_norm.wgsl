@@ -5,9 +5,8 @@
 // Rows of d (a multiple of 4, up to 16 · WG) as common/row_words.wgsl holds them. Slots
 // are summed eight at a time in one expression, so a group's loads (and ffn's and
 // post_w's, made before the reduction) are in flight together whatever the compiler does
-// with loops. The norm kernel this replaces in decode (rms_norm_to, whose loads by the
-// timings were waited on in turn) cost 13.6 µs a layer on an H200 (Gemma 4 26B-A4B decode
-// 240 -> 267 tok/s with it left out, timing only).
+// with loops. The norm kernel this replaces in decode (rms_norm_to) cost 13.6 µs a layer
+// on an H200 (Gemma 4 26B-A4B decode 240 -> 267 tok/s with it left out, timing only).
 // Composed with common/row_words.wgsl and a workgroup reduction (common/reduce*.wgsl).
 // CPU twin: cpu::ops::moe_combine, then cpu::ops::rms_norm_to accumulating.
 const WG: u32 = 256u;

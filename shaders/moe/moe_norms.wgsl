@@ -5,9 +5,8 @@
 // Rows of d (a multiple of 4, up to 16 · WG) as common/row_words.wgsl holds them, every
 // load (x, ffn and the three weight vectors) issued before the reduction. In decode this
 // runs once a layer on one SM, so its chain of waits is its cost: the version with the
-// row in loops over arrays (and loads behind `if`s), which by the timings waited on each
-// load in turn, cost ~15 µs a layer on an H200 (Gemma 4 26B-A4B decode 240 -> 270 tok/s
-// with the norms left out, timing only).
+// row in loops over arrays (and loads behind `if`s) cost ~15 µs a layer on an H200 (Gemma
+// 4 26B-A4B decode 240 -> 270 tok/s with the norms left out, timing only).
 // Composed with common/row_words.wgsl and a workgroup reduction (common/reduce*.wgsl).
 // CPU twin: cpu::ops::rms_norm, three times.
 const WG: u32 = 256u;
