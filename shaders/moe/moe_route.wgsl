@@ -8,6 +8,7 @@
 // and the stores to one invocation, a global load each slot; ~12 µs a layer on an H200
 // (Gemma 4 26B-A4B decode 242 -> 266 tok/s with routing left out, timing only).
 // Composed with a workgroup reduction (common/reduce*.wgsl).
+// One invocation an expert: moe.rs's MAX_EXPERTS.
 const WG: u32 = 256u;
 const MAX_K: u32 = 32u;
 
@@ -27,6 +28,7 @@ struct Params {
 
 // Every expert's probability (-1 past n_experts, below any real one), read 4 at a time.
 var<workgroup> prob: array<vec4<f32>, WG / 4u>;
+// The chosen experts' probabilities, by rank.
 var<workgroup> chosen: array<f32, MAX_K>;
 
 @compute @workgroup_size(WG)

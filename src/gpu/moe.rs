@@ -8,7 +8,8 @@ use super::kernel::{Access, Batch, Kernels};
 use super::{check_fits, launch, shaders, u32_of};
 use crate::{Error, Result};
 
-/// Limits of the routing kernel's workgroup arrays (Gemma 4 MoE: 128 experts, 8 used).
+/// Limits of the routing kernel (one invocation an expert: moe_route.wgsl's WG) and of
+/// moe_sort.wgsl's workgroup arrays (Gemma 4 MoE: 128 experts, 8 used).
 pub(crate) const MAX_EXPERTS: usize = 256;
 const MAX_TOP_K: usize = 32;
 
