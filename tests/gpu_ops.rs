@@ -615,7 +615,7 @@ fn head_norm_rope_f16_output_rounds_like_the_cpu() {
     }
 }
 
-/// Routing picks experts by comparing probabilities: ids must match exactly (random logits
+/// Routing picks experts by comparing logits: ids must match exactly (random logits
 /// have no near-ties; exact ties are built in and must resolve to the lower index). Weights
 /// differ by the GPU's exp (a few ulp): 1e-5 relative. The combination sums top_k products
 /// in the same order: 1e-6 of the output scale (fused multiply-add may round once less).

@@ -153,20 +153,22 @@ pub fn attention(q: &[f32], k: &[f32], v: &[f32], s: &AttnShape) -> Vec<f32> {
 /// MoE routing (spec §6.6) for `logits` `[n][n_experts]`: per token, softmax over all
 /// experts, the `top_k` most probable (ties: lower index first), renormalised over those,
 /// times `per_expert_scale[e]`. Returns `(ids, weights)`, each `[n][top_k]` in that order.
+/// Computed as the GPU does (shaders/moe/moe_route.wgsl): softmax is monotone, so the
+/// experts are ranked by logit, and the renormalised probabilities are softmax over the
+/// chosen logits (the full softmax's denominator cancels), summed in rank order from the
+/// top logit.
 pub fn moe_route(logits: &[f32], n_experts: usize, top_k: usize, per_expert_scale: &[f32]) -> (Vec<u32>, Vec<f32>) {
     let mut ids = Vec::with_capacity(logits.len() / n_experts * top_k);
     let mut weights = Vec::with_capacity(ids.capacity());
-    let mut p = vec![0f32; n_experts];
     for row in logits.chunks_exact(n_experts) {
-        p.copy_from_slice(row);
-        softmax(&mut p);
         let mut order: Vec<usize> = (0..n_experts).collect();
-        order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+        order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
         let chosen = &order[..top_k];
-        let total: f32 = chosen.iter().map(|&e| p[e]).sum();
+        let top = row[chosen[0]];
+        let total: f32 = chosen.iter().map(|&e| (row[e] - top).exp()).sum();
         for &e in chosen {
             ids.push(e as u32);
-            weights.push(p[e] / total * per_expert_scale[e]);
+            weights.push((row[e] - top).exp() / total * per_expert_scale[e]);
         }
     }
     (ids, weights)

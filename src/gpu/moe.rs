@@ -25,7 +25,8 @@ struct RouteParams {
 
 /// Route `n` tokens (spec §6.6): `logits` `[n][n_experts]` from element `logits_off` →
 /// `ids` (u32) and `weights` (f32), each `[n][top_k]` from element 0, most probable first
-/// (ties: lower index), weights = renormalised probability × `per_expert_scale[e]`.
+/// (ties: lower index), weights = renormalised probability × `per_expert_scale[e]`
+/// (ranked by logit, weights softmax over the chosen: moe_route.wgsl says why).
 #[allow(clippy::too_many_arguments)]
 pub fn moe_route(
     k: &Kernels,
@@ -57,9 +58,8 @@ pub fn moe_route(
     };
     u32_of(logits_off + n * n_experts, "moe_route logits end")?;
     let access = [Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
-    let (red, tag) = super::reduce(k);
-    let code = [shaders::MOE_ROUTE, red[0], red[1]];
-    launch(k, b, &format!("moe_route{tag}"), &code, &access, &[logits, per_expert_scale, ids, weights], n, |groups_x| RouteParams {
+    let code = [shaders::MOE_ROUTE];
+    launch(k, b, "moe_route", &code, &access, &[logits, per_expert_scale, ids, weights], n, |groups_x| RouteParams {
         groups_x,
         ..p
     })
