@@ -985,3 +985,23 @@ fn moe_combine_norm_matches_cpu() {
         }
     }
 }
+
+/// `Kernels::left_out` (RULLAMA_LEAVE_OUT, for timing-only bounds): a kernel whose name
+/// starts with a listed prefix is compiled but never dispatched, and only that one. Two
+/// dispatches in one batch: `scale` left out, `add` not.
+#[test]
+fn left_out_kernels_are_not_dispatched() {
+    use rullama::gpu::elementwise;
+    for (left_out, want) in [(vec![], [3.0f32, 3.0, 3.0]), (vec!["sca".to_string()], [2.0, 2.0, 2.0])] {
+        let mut k = kernels();
+        k.left_out = left_out;
+        let (x, y) = (up(&k, &[0.5; 3]), up(&k, &[1.5; 3]));
+        let mut b = batch(&k);
+        // x = 0.5 · 3 (left out: 0.5), then x += 1.5.
+        elementwise::scale(&k, &mut b, &x, 0, 3, 3.0).unwrap();
+        elementwise::add(&k, &mut b, &x, 0, &y, 0, 3).unwrap();
+        b.submit().unwrap();
+        assert_eq!(kernel::read_f32(&k.gpu, &x, 0, 3).unwrap(), want, "left out: {:?}", k.left_out);
+        assert!(k.compiled("scale"), "a left-out kernel is still compiled");
+    }
+}

@@ -26,6 +26,8 @@ pub struct Kernel {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
     n_buffers: usize,
+    /// Left out of every batch (`Kernels::left_out`): timing-only bounds.
+    left_out: bool,
 }
 
 /// WGSL source of a kernel, assembled from shader files.
@@ -76,6 +78,12 @@ pub struct Kernels {
     /// from their blocks (matmul_coop_w_quant.wgsl) instead of reading a split pass's f16
     /// parts. `RULLAMA_NO_COOP_BLOCKS` clears it at start; tests compare both.
     pub coop_blocks: bool,
+    /// Kernels whose names start with one of these are compiled but never dispatched
+    /// (`Batch::dispatch` records nothing), so results are wrong: a timing-only bound of
+    /// what those dispatches cost, as docs/performance.md's "Rules for measuring" asks
+    /// for before any rewrite. `RULLAMA_LEAVE_OUT=prefix,prefix` sets it at start; names
+    /// are as `RULLAMA_PROFILE=kernels` prints them (e.g. `moe_route`, `matvec/Q4_K`).
+    pub left_out: Vec<String>,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -91,7 +99,8 @@ impl Kernels {
         let coop_geglu = std::env::var_os("RULLAMA_NO_COOP_GEGLU").is_none();
         let int_dot = std::env::var_os("RULLAMA_NO_INT_DOT").is_none();
         let coop_blocks = std::env::var_os("RULLAMA_NO_COOP_BLOCKS").is_none();
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, coop_blocks, buffers: Mutex::new(HashMap::new()) }
+        let left_out = std::env::var("RULLAMA_LEAVE_OUT").map(|v| v.split(',').filter(|p| !p.is_empty()).map(String::from).collect()).unwrap_or_default();
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, coop_blocks, left_out, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).
@@ -193,7 +202,11 @@ impl Kernels {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("kernel {} does not compile: {e}", src.name)));
         }
-        Ok(Kernel { name: src.name, pipeline, layout, n_buffers: src.buffers.len() })
+        let left_out = self.left_out.iter().any(|p| src.name.starts_with(p.as_str()));
+        if left_out {
+            eprintln!("RULLAMA_LEAVE_OUT: {} is never dispatched (timing only: results are wrong)", src.name);
+        }
+        Ok(Kernel { name: src.name, pipeline, layout, n_buffers: src.buffers.len(), left_out })
     }
 }
 
@@ -361,7 +374,7 @@ impl Batch {
                 r.lock().expect("reuse lock").binds.entry(key).or_insert_with(make).clone()
             }
         };
-        if grid.iter().all(|&g| g > 0) {
+        if grid.iter().all(|&g| g > 0) && !k.left_out {
             self.steps.push(Step::Dispatch(Dispatch { kernel: k.clone(), bind, param_offset: offset as u32, grid }));
         }
         Ok(())
