@@ -25,7 +25,9 @@
 // and stored in turn. Fetching a whole step into registers one step ahead, to overlap the
 // loads with the previous step's products, was slower: H100, E2B prefill 512 10.39-10.56k
 // tok/s against 10.73-10.75k (the 128 x 128 kernel's registers 235 -> 200, still one
-// workgroup an SM); the wait between x and w is worth ~2% of it. x rows are padded to
+// workgroup an SM); the wait between x and w is worth ~2% of it. Half a step ahead, into
+// the half of the staged rows the products are not reading (OVERLAP, below), pays on the
+// large tile: its registers stay at 202 (H200, forty-fifth session). x rows are padded to
 // whole BM tiles and w rows to whole BN tiles with zeros, so no load needs a check; both
 // are split in tiles of BM (BN) rows (split_f16.wgsl's tile_rows), each step's rows
 // contiguous.
@@ -113,6 +115,49 @@ const XV: u32 = BM * 8u / WG;
 const WV: u32 = BN * 8u / WG;
 const_assert BM * 8u % WG == 0u && BN * 8u % WG == 0u;
 
+// OVERLAP (the large tile, split weights): the loop takes 16-column half-steps, each
+// staged in its half of the staged rows (vec4 columns 0-3 or 4-7) while the products read
+// the other half. A half-step's loads are issued before the products of the one before
+// and stored after them, one barrier a half-step; the products and their order are those
+// of the whole steps. Two vec4s of each part an invocation, in a struct's named fields
+// (arrays of staged values went to local memory, forty-second session).
+const_assert !OVERLAP || (BM * 4u == 2u * WG && BN * 4u == 2u * WG);
+
+struct Staged {
+    x0h: vec4<f16>,
+    x0l: vec4<f16>,
+    x1h: vec4<f16>,
+    x1l: vec4<f16>,
+    w0h: vec4<f16>,
+    w0l: vec4<f16>,
+    w1h: vec4<f16>,
+    w1l: vec4<f16>,
+}
+
+// Half-step c0 (a vec4 column, a multiple of 4) of token tile tb and row tile rb: slot
+// i = lid (+ WG) is staged row i / 4, vec4 column c0 % 8 + i % 4.
+fn fetch_half(tb: u32, rb: u32, k4: u32, c0: u32, lid: u32) -> Staged {
+    let c8 = c0 - c0 % 8u;
+    let xb = ((tb / BM) * (k4 / 8u) + c8 / 8u) * (BM * 8u) + c0 % 8u;
+    let wb = ((rb / BN) * (k4 / 8u) + c8 / 8u) * (BN * 8u) + c0 % 8u;
+    let o0 = (lid / 4u) * 8u + lid % 4u;
+    let o1 = ((lid + WG) / 4u) * 8u + lid % 4u;
+    return Staged(xh[xb + o0], xl[xb + o0], xh[xb + o1], xl[xb + o1], w_hi_at(wb + o0), w_lo_at(wb + o0), w_hi_at(wb + o1), w_lo_at(wb + o1));
+}
+
+fn put_half(v: Staged, c0: u32, lid: u32) {
+    let a0 = (lid / 4u) * SKV + c0 % 8u + lid % 4u;
+    let a1 = ((lid + WG) / 4u) * SKV + c0 % 8u + lid % 4u;
+    s_hi[a0] = v.x0h;
+    s_lo[a0] = v.x0l;
+    s_hi[a1] = v.x1h;
+    s_lo[a1] = v.x1l;
+    s_hi[a0 + BM * SKV] = v.w0h;
+    s_lo[a0 + BM * SKV] = v.w0l;
+    s_hi[a1 + BM * SKV] = v.w1h;
+    s_lo[a1 + BM * SKV] = v.w1l;
+}
+
 var<workgroup> s_hi: array<vec4<f16>, ROWS * SKV>;
 var<workgroup> s_lo: array<vec4<f16>, ROWS * SKV>;
 // One 16 x 16 slot per subgroup for the results on their way out.
@@ -189,21 +234,35 @@ fn main(
     var l11 = coop_mat16x16<f32, C>();
     var l12 = coop_mat16x16<f32, C>();
     var l13 = coop_mat16x16<f32, C>();
-    for (var c0 = c_begin; c0 < c_end; c0 += 8u) {
-        // x and w come in split_f16's tiled layout: this step of this token (row) tile is
-        // BM (BN) x 8 vec4s, contiguous.
-        let x0 = ((tb / BM) * (k4 / 8u) + c0 / 8u) * (BM * 8u);
-        for (var s = 0u; s < XV; s++) {
-            let i = lid + s * WG;
-            let at = (i / 8u) * SKV + i % 8u;
-            s_hi[at] = xh[x0 + i];
-            s_lo[at] = xl[x0 + i];
+    // OVERLAP: the first half-step staged before the loop.
+    var next: Staged;
+    if (OVERLAP) {
+        put_half(fetch_half(tb, rb, k4, c_begin, lid), c_begin, lid);
+        workgroupBarrier();
+    }
+    for (var c0 = c_begin; c0 < c_end; c0 += select(8u, 4u, OVERLAP)) {
+        let more = c0 + 4u < c_end;
+        if (OVERLAP) {
+            if (more) {
+                next = fetch_half(tb, rb, k4, c0 + 4u, lid);
+            }
+        } else {
+            // x and w come in split_f16's tiled layout: this step of this token (row)
+            // tile is BM (BN) x 8 vec4s, contiguous.
+            let x0 = ((tb / BM) * (k4 / 8u) + c0 / 8u) * (BM * 8u);
+            for (var s = 0u; s < XV; s++) {
+                let i = lid + s * WG;
+                let at = (i / 8u) * SKV + i % 8u;
+                s_hi[at] = xh[x0 + i];
+                s_lo[at] = xl[x0 + i];
+            }
+            workgroupBarrier();
+            let w0 = ((rb / BN) * (k4 / 8u) + c0 / 8u) * (BN * 8u);
+            stage_w(lid, w0, rb, c0);
+            workgroupBarrier();
         }
-        workgroupBarrier();
-        let w0 = ((rb / BN) * (k4 / 8u) + c0 / 8u) * (BN * 8u);
-        stage_w(lid, w0, rb, c0);
-        workgroupBarrier();
-        for (var kk = 0u; kk < 8u; kk += 4u) {
+        let k_first = select(0u, c0 % 8u, OVERLAP);
+        for (var kk = k_first; kk < select(8u, k_first + 4u, OVERLAP); kk += 4u) {
             let ia = tm * 32u * SKV + kk;
             let ib = (BM + tn * 16u * FR) * SKV + kk;
             let a0h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia], SKV);
@@ -237,6 +296,9 @@ fn main(
                 l12 = coopMultiplyAdd(a1l, b2h, coopMultiplyAdd(a1h, b2l, l12));
                 l13 = coopMultiplyAdd(a1l, b3h, coopMultiplyAdd(a1h, b3l, l13));
             }
+        }
+        if (OVERLAP && more) {
+            put_half(next, c0 + 4u, lid);
         }
         workgroupBarrier();
     }

@@ -23,3 +23,15 @@ fn stage_w(lid: u32, w0: u32, rb: u32, c0: u32) {
         s_lo[at] = vec4<f16>((x - h) * LS);
     }
 }
+
+// matmul_coop.wgsl's OVERLAP is off where weights are staged from blocks (gpu::matmul_coop
+// sets it for split weights only); these only complete the interface.
+const_assert !OVERLAP;
+
+fn w_hi_at(i: u32) -> vec4<f16> {
+    return vec4<f16>(0.0);
+}
+
+fn w_lo_at(i: u32) -> vec4<f16> {
+    return vec4<f16>(0.0);
+}

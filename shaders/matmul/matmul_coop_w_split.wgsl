@@ -12,3 +12,12 @@ fn stage_w(lid: u32, w0: u32, rb: u32, c0: u32) {
         s_lo[at] = wl[w0 + i];
     }
 }
+
+// Vec4 i of each part, for matmul_coop.wgsl's OVERLAP staging.
+fn w_hi_at(i: u32) -> vec4<f16> {
+    return wh[i];
+}
+
+fn w_lo_at(i: u32) -> vec4<f16> {
+    return wl[i];
+}

@@ -13,12 +13,14 @@ use crate::gguf::GgmlType;
 use crate::{Error, Result};
 
 /// A tile shape of matmul_coop.wgsl: `bm` tokens x `bn` rows per workgroup, `fr` row
-/// fragments (of 16) per subgroup.
+/// fragments (of 16) per subgroup; `overlap`: split weights are staged a half-step ahead,
+/// while the products of the half-step before run (the kernel's OVERLAP).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CoopTile {
     pub bm: usize,
     pub bn: usize,
     pub fr: usize,
+    pub overlap: bool,
 }
 
 /// The default tile: four subgroups of 32 x 32. Measured on the H100 (Q4_K, 512 tokens):
@@ -27,11 +29,16 @@ pub struct CoopTile {
 /// set how many share an SM: declaring more (two staging buffers, 45 KB; or the same
 /// kernel padded to 28-48 KB) cost the Gemma 3 270M layout's prefill 19% on an H200
 /// (docs/performance.md, forty-second session).
-pub const COOP_SMALL: CoopTile = CoopTile { bm: 64, bn: 64, fr: 2 };
+/// Two of them share an SM, so one's staging overlaps the other's products already: staging
+/// the next half-step during the products (`overlap`) cost the 270M layout's prefill 2.5-3.5%
+/// (H200, forty-fifth session).
+pub const COOP_SMALL: CoopTile = CoopTile { bm: 64, bn: 64, fr: 2, overlap: false };
 /// For tall matrices over many tokens: eight subgroups of 32 x 64, which share each staged
 /// row among more products (E2B's [gate; up], 12288 rows: 49 TFLOP/s against 39); smaller
-/// matrices leave too few workgroups with it (~20 TFLOP/s).
-pub const COOP_LARGE: CoopTile = CoopTile { bm: 128, bn: 128, fr: 4 };
+/// matrices leave too few workgroups with it (~20 TFLOP/s). One workgroup holds an SM (200
+/// registers, 48 KB), so nothing overlapped its staging with its products until `overlap`:
+/// H200, E2B prefill of 512 tokens +2.2-3.5% (docs/performance.md, forty-fifth session).
+pub const COOP_LARGE: CoopTile = CoopTile { bm: 128, bn: 128, fr: 4, overlap: true };
 
 impl CoopTile {
     /// Workgroup memory the kernel declares: staged hi and lo rows (10 vec4<f16> each)
@@ -58,8 +65,8 @@ impl CoopTile {
     /// `blocks`: the weights come as a type's blocks (its shaders), not split.
     fn source_of(&self, geglu: bool, grouped: bool, blocks: Option<&[&str]>) -> String {
         let header = format!(
-            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\nconst GEGLU: bool = {geglu};\nconst GROUPED: bool = {grouped};\n",
-            self.bm, self.bn, self.fr
+            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\nconst GEGLU: bool = {geglu};\nconst GROUPED: bool = {grouped};\nconst OVERLAP: bool = {};\n",
+            self.bm, self.bn, self.fr, self.overlap && blocks.is_none()
         );
         let mut parts = vec![header.as_str()];
         match blocks {
