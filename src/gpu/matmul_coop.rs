@@ -37,7 +37,7 @@ pub const COOP_SMALL: CoopTile = CoopTile { bm: 64, bn: 64, fr: 2, overlap: fals
 /// row among more products (E2B's [gate; up], 12288 rows: 49 TFLOP/s against 39); smaller
 /// matrices leave too few workgroups with it (~20 TFLOP/s). One workgroup holds an SM (200
 /// registers, 48 KB), so nothing overlapped its staging with its products until `overlap`:
-/// H200, E2B prefill of 512 tokens +2.2-3.5% (docs/performance.md, forty-fifth session).
+/// H200, E2B prefill of 512 tokens +2.2-2.5% (docs/performance.md, forty-fifth session).
 pub const COOP_LARGE: CoopTile = CoopTile { bm: 128, bn: 128, fr: 4, overlap: true };
 
 impl CoopTile {
