@@ -26,6 +26,10 @@ pub struct Gpu {
     pub coop: bool,
     /// Storage may be declared `@coherent`.
     pub coherent: bool,
+    /// Dispatches may hand over through memory (`gpu::handover`): `RULLAMA_HANDOVER=1` on
+    /// an NVIDIA Vulkan adapter with coherent storage, passthrough shaders and immediates
+    /// (`any`: on any such Vulkan adapter).
+    pub handover: bool,
     /// The first validation error the device reported since it was last taken.
     errors: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -119,7 +123,20 @@ impl Gpu {
         if coherent {
             required |= wgpu::Features::MEMORY_DECORATION_COHERENT;
         }
-        let limits = adapter.limits();
+        // `any` skips the vendor check (tests on lavapipe, which runs dispatches in order).
+        let want = std::env::var("RULLAMA_HANDOVER").unwrap_or_default();
+        let handover = (want == "1" && info.vendor == 0x10de || want == "any")
+            && info.backend == wgpu::Backend::Vulkan
+            && coherent
+            && features.contains(wgpu::Features::PASSTHROUGH_SHADERS | wgpu::Features::IMMEDIATES)
+            && adapter.limits().max_immediate_size >= super::handover::IMMEDIATE_BYTES;
+        if handover {
+            required |= wgpu::Features::PASSTHROUGH_SHADERS | wgpu::Features::IMMEDIATES;
+        }
+        let mut limits = adapter.limits();
+        if !handover {
+            limits.max_immediate_size = 0;
+        }
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rullama"),
             required_features: required,
@@ -143,7 +160,7 @@ impl Gpu {
         let (subgroup_min, subgroup_max) = (info.subgroup_min_size, info.subgroup_max_size);
         if std::env::var_os("RULLAMA_LOG_GPU").is_some() {
             eprintln!(
-                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max}), tensor cores {coop}",
+                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max}), tensor cores {coop}, handover {handover}",
                 info.name,
                 info.backend,
                 info.device_type,
@@ -153,7 +170,7 @@ impl Gpu {
                 limits.max_compute_workgroup_storage_size >> 10,
             );
         }
-        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, coop, coherent, errors })
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, coop, coherent, handover, errors })
     }
 
     /// The first error the device reported since the last call, if any.
