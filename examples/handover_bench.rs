@@ -1,15 +1,20 @@
 //! What a dependent step costs when consecutive dispatches hand over through memory
-//! instead of a pipeline barrier, on the raw Vulkan driver. A chain of `STAGES` dispatches,
+//! instead of a pipeline barrier, on the raw Vulkan driver. A chain of `stages` dispatches,
 //! each `per` workgroups that read the whole previous vector (as a decode matvec reads x)
 //! and write their slice of the next, runs either with a compute barrier after every
 //! dispatch, or with no barriers at all: each workgroup first loads its own slice of an
-//! independent "weights" buffer, then its first invocation spins until the previous
-//! dispatch's workgroups have all arrived (an atomic counter per stage, or eight that its
-//! workgroups take in turn, incremented after a device-scope storage barrier), and only then reads the vector. The vectors ping-pong
-//! between two halves of one buffer (`@coherent` or not), and the final one is checked
-//! against the host, so stale reads show. A spin gives up after 2^24 rounds and counts a
-//! failure, so a launch order that starves a producer shows as an error, not a hang.
-//! Prints µs per dispatch.
+//! independent "weights" buffer (k 16-byte loads an invocation), then its first invocation
+//! spins until the previous dispatch's workgroups have all arrived (an atomic counter per
+//! stage, or eight that its workgroups take in turn, incremented after a device-scope
+//! storage barrier), and only then reads the vector, through `@coherent` storage. The
+//! vectors ping-pong between two halves of one buffer and the final one is checked against
+//! the host, so stale reads show (without `@coherent` an H200 served stale lines). A spin
+//! gives up after 2^24 rounds and counts a failure, so a launch order that starved a
+//! producer would show as an error, not a hang. Prints µs per dispatch.
+//!
+//! What it found on an H200 (docs/performance.md, forty-sixth session): with weights loaded
+//! before the wait a hand-over saves 1.3-2.4 µs a dispatch against a barrier, without them
+//! it loses 0.3-0.6 µs past ~100 workgroups; the same scheme in the engine's decode lost.
 //!
 //! `cargo run --release --example handover_bench [stages]`
 

@@ -203,9 +203,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
-    // Under gpu::handover the dispatch before has finished from here on; the weights above
-    // do not depend on it.
-    ho_wait(lid);
     if (RN > 0u) {
         prologue(lid, lin == 0u && p.store_x != 0u);
     } else if (IDOT) {

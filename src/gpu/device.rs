@@ -26,10 +26,6 @@ pub struct Gpu {
     pub coop: bool,
     /// Storage may be declared `@coherent`.
     pub coherent: bool,
-    /// Dispatches may hand over through memory (`gpu::handover`): `RULLAMA_HANDOVER=1` on
-    /// an NVIDIA Vulkan adapter with coherent storage, passthrough shaders and immediates
-    /// (`any`: on any such Vulkan adapter).
-    pub handover: bool,
     /// The first validation error the device reported since it was last taken.
     errors: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -123,20 +119,7 @@ impl Gpu {
         if coherent {
             required |= wgpu::Features::MEMORY_DECORATION_COHERENT;
         }
-        // `any` skips the vendor check (tests on lavapipe, which runs dispatches in order).
-        let want = std::env::var("RULLAMA_HANDOVER").unwrap_or_default();
-        let handover = (want == "1" && info.vendor == 0x10de || want == "any")
-            && info.backend == wgpu::Backend::Vulkan
-            && coherent
-            && features.contains(wgpu::Features::PASSTHROUGH_SHADERS | wgpu::Features::IMMEDIATES)
-            && adapter.limits().max_immediate_size >= super::handover::IMMEDIATE_BYTES;
-        if handover {
-            required |= wgpu::Features::PASSTHROUGH_SHADERS | wgpu::Features::IMMEDIATES;
-        }
-        let mut limits = adapter.limits();
-        if !handover {
-            limits.max_immediate_size = 0;
-        }
+        let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rullama"),
             required_features: required,
@@ -160,7 +143,7 @@ impl Gpu {
         let (subgroup_min, subgroup_max) = (info.subgroup_min_size, info.subgroup_max_size);
         if std::env::var_os("RULLAMA_LOG_GPU").is_some() {
             eprintln!(
-                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max}), tensor cores {coop}, handover {handover}",
+                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max}), tensor cores {coop}",
                 info.name,
                 info.backend,
                 info.device_type,
@@ -170,7 +153,7 @@ impl Gpu {
                 limits.max_compute_workgroup_storage_size >> 10,
             );
         }
-        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, coop, coherent, handover, errors })
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, coop, coherent, errors })
     }
 
     /// The first error the device reported since the last call, if any.

@@ -691,16 +691,6 @@ impl GpuModel {
         Batch::reusing(self.k.gpu.clone(), &cache.reuse)
     }
 
-    /// A batch for decode steps: its dispatches hand over through memory where the device
-    /// allows (`gpu::handover`), except under the kernel profiler, which times each alone.
-    fn decode_batch(&self, cache: &GpuCache) -> Batch {
-        let b = self.batch(cache);
-        if !self.k.handover || super::kernel::kernel_profile() {
-            return b;
-        }
-        b.with_handover(self.k.scratch("handover counters", 4 * (param_slots(&self.cfg) as u64 + 1)))
-    }
-
     /// Run `tokens` through every layer, leaving the final norm of the hidden states in `s.y`.
     /// Chunks of MAX_BATCH; the cache grows only if everything succeeds.
     fn run_layers(&self, tokens: &[u32], cache: &mut GpuCache, cancel: &AtomicBool) -> Result<()> {
@@ -708,8 +698,7 @@ impl GpuModel {
         let pos0 = cache.len;
         let n = tokens.len();
         self.k.gpu.queue.write_buffer(&cache.s.ids, 0, bytemuck::cast_slice(tokens));
-        let first = if n == 1 { self.decode_batch(cache) } else { self.batch(cache) };
-        let b = self.record_layers(first, &cache.s.ids, 0, n, cache, pos0, Some(cancel))?;
+        let b = self.record_layers(self.batch(cache), &cache.s.ids, 0, n, cache, pos0, Some(cancel))?;
         let recorded = Instant::now();
         b.submit()?;
         if super::kernel::step_profile() {

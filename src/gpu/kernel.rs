@@ -28,78 +28,6 @@ pub struct Kernel {
     n_buffers: usize,
     /// Left out of every batch (`Kernels::left_out`): timing-only bounds.
     left_out: bool,
-    /// The WGSL and entry point, for the handover form (`gpu::handover`), made on first use.
-    code: String,
-    entry: &'static str,
-    handover: std::sync::OnceLock<std::result::Result<Handover, String>>,
-}
-
-/// A kernel's handover form: its pipeline and a layout whose storage bindings are all
-/// read-only to wgpu, plus the counters.
-struct Handover {
-    pipeline: wgpu::ComputePipeline,
-    layout: wgpu::BindGroupLayout,
-}
-
-impl Kernel {
-    fn handover(&self, gpu: &Gpu) -> Result<&Handover> {
-        self.handover.get_or_init(|| make_handover(gpu, self).map_err(|e| e.to_string())).as_ref().map_err(|e| Error::Gpu(e.clone()))
-    }
-}
-
-fn make_handover(gpu: &Gpu, k: &Kernel) -> Result<Handover> {
-    let code = super::handover::source(&k.code, k.entry, k.n_buffers)?;
-    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let module = super::handover::module(gpu, &k.name, &code, k.entry)?;
-    let layout = bind_layout(gpu, &k.name, &vec![Access::Read; k.n_buffers + 1]);
-    let pipeline = pipeline(gpu, &k.name, &layout, &module, k.entry, super::handover::IMMEDIATE_BYTES);
-    if let Some(e) = pollster::block_on(scope.pop()) {
-        return Err(Error::Gpu(format!("handover kernel {} does not compile: {e}", k.name)));
-    }
-    Ok(Handover { pipeline, layout })
-}
-
-/// The layout every kernel binds: parameters at a dynamic offset, then its storage buffers.
-fn bind_layout(gpu: &Gpu, name: &str, buffers: &[Access]) -> wgpu::BindGroupLayout {
-    let mut entries = vec![wgpu::BindGroupLayoutEntry {
-        binding: 0,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Uniform,
-            has_dynamic_offset: true,
-            min_binding_size: None,
-        },
-        count: None,
-    }];
-    for (i, a) in buffers.iter().enumerate() {
-        entries.push(wgpu::BindGroupLayoutEntry {
-            binding: i as u32 + 1,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only: *a == Access::Read },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        });
-    }
-    gpu.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries })
-}
-
-fn pipeline(gpu: &Gpu, name: &str, layout: &wgpu::BindGroupLayout, module: &wgpu::ShaderModule, entry: &str, immediate_size: u32) -> wgpu::ComputePipeline {
-    let pl = gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some(name),
-        bind_group_layouts: &[Some(layout)],
-        immediate_size,
-    });
-    gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(name),
-        layout: Some(&pl),
-        module,
-        entry_point: Some(entry),
-        compilation_options: Default::default(),
-        cache: None,
-    })
 }
 
 /// WGSL source of a kernel, assembled from shader files.
@@ -156,9 +84,6 @@ pub struct Kernels {
     /// for before any rewrite. `RULLAMA_LEAVE_OUT=prefix,prefix` sets it at start; names
     /// are as `RULLAMA_PROFILE=kernels` prints them (e.g. `moe_route`, `matvec/Q4_K`).
     pub left_out: Vec<String>,
-    /// Decode steps' dispatches hand over through memory (`gpu::handover`). Starts as
-    /// `gpu.handover`.
-    pub handover: bool,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -175,8 +100,7 @@ impl Kernels {
         let int_dot = std::env::var_os("RULLAMA_NO_INT_DOT").is_none();
         let coop_blocks = std::env::var_os("RULLAMA_NO_COOP_BLOCKS").is_none();
         let left_out = std::env::var("RULLAMA_LEAVE_OUT").map(|v| v.split(',').filter(|p| !p.is_empty()).map(String::from).collect()).unwrap_or_default();
-        let handover = gpu.handover;
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, handover, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, coop_blocks, left_out, buffers: Mutex::new(HashMap::new()) }
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, coop_blocks, left_out, buffers: Mutex::new(HashMap::new()) }
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).
@@ -234,13 +158,47 @@ impl Kernels {
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let desc = wgpu::ShaderModuleDescriptor {
             label: Some(&src.name),
-            source: wgpu::ShaderSource::Wgsl(super::handover::plain(&src.code)),
+            source: wgpu::ShaderSource::Wgsl(src.code.as_str().into()),
         };
         // SAFETY: `runtime_checks` keeps bounds and division checks; what it drops, loop
         // bounding, needs every loop to terminate, which holds for shaders/ (see there).
         let module = unsafe { dev.create_shader_module_trusted(desc, runtime_checks()) };
-        let layout = bind_layout(&self.gpu, &src.name, &src.buffers);
-        let pipeline = pipeline(&self.gpu, &src.name, &layout, &module, src.entry, 0);
+        let mut entries = vec![wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: None,
+            },
+            count: None,
+        }];
+        for (i, a) in src.buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupLayoutEntry {
+                binding: i as u32 + 1,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only: *a == Access::Read },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            });
+        }
+        let layout = dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(&src.name), entries: &entries });
+        let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(&src.name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = dev.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&src.name),
+            layout: Some(&pl),
+            module: &module,
+            entry_point: Some(src.entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("kernel {} does not compile: {e}", src.name)));
         }
@@ -248,7 +206,7 @@ impl Kernels {
         if left_out {
             eprintln!("RULLAMA_LEAVE_OUT: {} is never dispatched (timing only: results are wrong)", src.name);
         }
-        Ok(Kernel { name: src.name, pipeline, layout, n_buffers: src.buffers.len(), left_out, code: src.code, entry: src.entry, handover: Default::default() })
+        Ok(Kernel { name: src.name, pipeline, layout, n_buffers: src.buffers.len(), left_out })
     }
 }
 
@@ -293,10 +251,6 @@ pub fn upload(gpu: &Gpu, label: &str, data: &[u8]) -> wgpu::Buffer {
 
 struct Dispatch {
     kernel: Arc<Kernel>,
-    /// The kernel's pipeline, or its handover form's.
-    pipeline: wgpu::ComputePipeline,
-    /// A handover dispatch's immediates (`gpu::handover`).
-    immediates: Option<[u32; 4]>,
     bind: wgpu::BindGroup,
     param_offset: u32,
     grid: [u32; 3],
@@ -359,12 +313,6 @@ pub struct Batch {
     /// The uniform buffer is sized ahead so bind groups can be made while recording.
     param_capacity: u64,
     reuse: Option<Arc<std::sync::Mutex<Reuse>>>,
-    /// The counters when the batch's dispatches hand over through memory (`gpu::handover`).
-    handover: Option<wgpu::Buffer>,
-    /// Handover dispatches recorded so far, and the workgroups of the last (0 before the
-    /// first: it waits for nothing).
-    handed: u32,
-    last_groups: u32,
 }
 
 impl Batch {
@@ -372,7 +320,7 @@ impl Batch {
     pub fn new(gpu: Arc<Gpu>, max_dispatches: usize) -> Batch {
         let cap = param_capacity(max_dispatches);
         let buf = param_buffer(&gpu, cap);
-        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: None, handover: None, handed: 0, last_groups: 0 }
+        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: None }
     }
 
     /// A batch that takes its parameter buffer and bind groups from `reuse`.
@@ -382,14 +330,7 @@ impl Batch {
         r.next = (r.next + 1) % r.params.len();
         let cap = r.capacity;
         drop(r);
-        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: Some(reuse.clone()), handover: None, handed: 0, last_groups: 0 }
-    }
-
-    /// Dispatches recorded from now on hand over through memory, with `counters` (at least
-    /// one u32 per dispatch, plus one) as their arrival counters: see `gpu::handover`.
-    pub fn with_handover(mut self, counters: wgpu::Buffer) -> Batch {
-        self.handover = Some(counters);
-        self
+        Batch { gpu, params: Vec::new(), param_buf: Some(buf), steps: Vec::new(), param_capacity: cap, reuse: Some(reuse.clone()) }
     }
 
     /// Record one dispatch of `k` over `grid` workgroups with `buffers` at bindings 1...
@@ -412,49 +353,29 @@ impl Batch {
         self.params.extend_from_slice(bytes);
         self.params.resize((offset + PARAM_SLOT) as usize, 0);
         let param_buf = self.param_buf.as_ref().expect("param buffer exists until submit");
-        let (pipeline, layout, counters) = match &self.handover {
-            Some(c) => {
-                let h = k.handover(&self.gpu)?;
-                (&h.pipeline, &h.layout, Some(c))
-            }
-            None => (&k.pipeline, &k.layout, None),
-        };
-        let bound: Vec<&wgpu::Buffer> = buffers.iter().copied().chain(counters).collect();
         let make = || {
             let mut entries = vec![wgpu::BindGroupEntry {
-                binding: 0,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: param_buf,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(PARAM_SLOT),
-                }),
-            }];
-            for (i, b) in bound.iter().enumerate() {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: param_buf,
+                offset: 0,
+                size: wgpu::BufferSize::new(PARAM_SLOT),
+            }),
+        }];
+            for (i, b) in buffers.iter().enumerate() {
                 entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
             }
-            self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries })
+            self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &k.layout, entries: &entries })
         };
         let bind = match &self.reuse {
             None => make(),
             Some(r) => {
-                let key: BindKey = (Arc::as_ptr(k) as usize, std::iter::once(param_buf).chain(bound.iter().copied()).cloned().collect());
+                let key: BindKey = (Arc::as_ptr(k) as usize, std::iter::once(param_buf).chain(buffers.iter().copied()).cloned().collect());
                 r.lock().expect("reuse lock").binds.entry(key).or_insert_with(make).clone()
             }
         };
         if grid.iter().all(|&g| g > 0) && !k.left_out {
-            // Counter 0 is the failure flag; a dispatch waits on the one recorded before it.
-            let immediates = match counters {
-                Some(c) => {
-                    let slot = self.handed + 1;
-                    if (slot as u64 + 1) * 4 > c.size() {
-                        return Err(Error::Gpu(format!("handover counters hold {} dispatches", c.size() / 4 - 1)));
-                    }
-                    self.handed += 1;
-                    Some([slot, slot - 1, std::mem::replace(&mut self.last_groups, grid[0] * grid[1] * grid[2]), 0])
-                }
-                None => None,
-            };
-            self.steps.push(Step::Dispatch(Dispatch { kernel: k.clone(), pipeline: pipeline.clone(), immediates, bind, param_offset: offset as u32, grid }));
+            self.steps.push(Step::Dispatch(Dispatch { kernel: k.clone(), bind, param_offset: offset as u32, grid }));
         }
         Ok(())
     }
@@ -483,10 +404,6 @@ impl Batch {
             return Ok(gpu.queue.submit([]));
         }
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("batch") });
-        if let Some(c) = &self.handover {
-            // Zeroes the counters, and its barrier orders this batch after all earlier work.
-            enc.clear_buffer(c, 0, None);
-        }
         let mut guard = span_timer(&gpu);
         let slot = guard.as_mut().and_then(|g| g.as_mut()).and_then(SpanTimer::claim);
         let spans = guard.as_ref().and_then(|g| g.as_ref());
@@ -514,10 +431,7 @@ impl Batch {
                     first = false;
                     let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
                     while let Some(Step::Dispatch(d)) = self.steps.get(i) {
-                        pass.set_pipeline(&d.pipeline);
-                        if let Some(im) = &d.immediates {
-                            pass.set_immediates(0, bytemuck::cast_slice(im));
-                        }
+                        pass.set_pipeline(&d.kernel.pipeline);
                         pass.set_bind_group(0, &d.bind, &[d.param_offset]);
                         pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
                         i += 1;
@@ -640,10 +554,7 @@ fn encode_step(enc: &mut wgpu::CommandEncoder, step: &Step, timestamps: Option<w
         Step::Copy { src, src_off, dst, dst_off, bytes } => enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes),
         Step::Dispatch(d) => {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: timestamps });
-            pass.set_pipeline(&d.pipeline);
-            if let Some(im) = &d.immediates {
-                pass.set_immediates(0, bytemuck::cast_slice(im));
-            }
+            pass.set_pipeline(&d.kernel.pipeline);
             pass.set_bind_group(0, &d.bind, &[d.param_offset]);
             pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
         }

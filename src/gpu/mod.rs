@@ -12,7 +12,6 @@ pub mod kernel;
 pub mod matmul;
 pub mod matmul_coop;
 pub mod forward;
-pub mod handover;
 pub mod moe;
 pub mod norm;
 pub mod rope;

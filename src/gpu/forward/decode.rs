@@ -273,7 +273,7 @@ impl GpuModel {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let mut b = self.decode_batch(cache);
+        let mut b = self.batch(cache);
         for j in 0..steps {
             let i = first + j;
             let (slot, out, hist_idx) = (i % RING, (i + 1) % RING, hist0 + i);
