@@ -11,6 +11,8 @@ use ash::vk;
 
 #[path = "common/vk_device.rs"]
 mod vk_device;
+#[path = "common/vk_timed.rs"]
+mod vk_timed;
 
 const SHADER: &str = "
 @group(0) @binding(0) var<storage, read_write> b: array<u32>;
@@ -50,14 +52,8 @@ fn main() {
 unsafe fn run(n: u32) {
     unsafe {
         let (_entry, instance, pd) = vk_device::pick(vk::API_VERSION_1_2);
-        let props = instance.get_physical_device_properties(pd);
-        let period = props.limits.timestamp_period as f64;
-        let families = instance.get_physical_device_queue_family_properties(pd);
-        let qf = families.iter().position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS)).expect("queue") as u32;
-        let prio = [1.0f32];
-        let qci = [vk::DeviceQueueCreateInfo::default().queue_family_index(qf).queue_priorities(&prio)];
-        let device = instance.create_device(pd, &vk::DeviceCreateInfo::default().queue_create_infos(&qci), None).expect("device");
-        let queue = device.get_device_queue(qf, 0);
+        let t = vk_timed::timed(&instance, pd, vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS);
+        let (device, cb, qp) = (&t.device, t.cb, t.qp);
 
         // A device-local storage buffer.
         let size = 1u64 << 20;
@@ -92,17 +88,11 @@ unsafe fn run(n: u32) {
         let bi = [vk::DescriptorBufferInfo { buffer, offset: 0, range: size }];
         device.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&bi)], &[]);
 
-        let qp = device.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
-        let cpool = device.create_command_pool(&vk::CommandPoolCreateInfo::default().queue_family_index(qf).flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER), None).unwrap();
-        let cb = device.allocate_command_buffers(&vk::CommandBufferAllocateInfo::default().command_pool(cpool).command_buffer_count(1)).unwrap()[0];
-        let fence = device.create_fence(&vk::FenceCreateInfo::default(), None).unwrap();
 
         let graphics = vk::PipelineStageFlags::VERTEX_SHADER | vk::PipelineStageFlags::FRAGMENT_SHADER | vk::PipelineStageFlags::COMPUTE_SHADER;
         let rw = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
         let time = |sync: Sync, groups: u32, rebind: bool| -> f64 {
-            device.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty()).unwrap();
-            device.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default()).unwrap();
-            device.cmd_reset_query_pool(cb, qp, 0, 2);
+            t.begin();
             device.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
             device.cmd_bind_descriptor_sets(cb, vk::PipelineBindPoint::COMPUTE, pl, 0, &[set], &[]);
             device.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, 0);
@@ -140,14 +130,7 @@ unsafe fn run(n: u32) {
                 }
             }
             device.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, qp, 1);
-            device.end_command_buffer(cb).unwrap();
-            let cbs = [cb];
-            device.queue_submit(queue, &[vk::SubmitInfo::default().command_buffers(&cbs)], fence).unwrap();
-            device.wait_for_fences(&[fence], true, u64::MAX).unwrap();
-            device.reset_fences(&[fence]).unwrap();
-            let mut ts = [0u64; 2];
-            device.get_query_pool_results(qp, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
-            (ts[1] - ts[0]) as f64 * period / 1e3 / n as f64
+            t.submit() / n as f64
         };
         for groups in [1u32, 132] {
             for sync in [Sync::None, Sync::ComputeGlobal, Sync::ComputeBuffer, Sync::WgpuBuffer, Sync::AllCommands] {

@@ -22,6 +22,8 @@ use ash::vk;
 
 #[path = "common/vk_device.rs"]
 mod vk_device;
+#[path = "common/vk_timed.rs"]
+mod vk_timed;
 
 const N: u32 = 2048;
 /// Size of the weights buffer the stages read from in turn, larger than any L2.
@@ -125,14 +127,8 @@ struct Buf {
 unsafe fn run(stages: u32) {
     unsafe {
         let (_entry, instance, pd) = vk_device::pick(vk::API_VERSION_1_2);
-        let props = instance.get_physical_device_properties(pd);
-        let period = props.limits.timestamp_period as f64;
-        let families = instance.get_physical_device_queue_family_properties(pd);
-        let qf = families.iter().position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE)).expect("queue") as u32;
-        let prio = [1.0f32];
-        let qci = [vk::DeviceQueueCreateInfo::default().queue_family_index(qf).queue_priorities(&prio)];
-        let device = instance.create_device(pd, &vk::DeviceCreateInfo::default().queue_create_infos(&qci), None).expect("device");
-        let queue = device.get_device_queue(qf, 0);
+        let t = vk_timed::timed(&instance, pd, vk::QueueFlags::COMPUTE);
+        let (device, cb, qp) = (&t.device, t.cb, t.qp);
         let mem_props = instance.get_physical_device_memory_properties(pd);
 
         let make = |size: u64, host: bool| -> Buf {
@@ -172,10 +168,6 @@ unsafe fn run(stages: u32) {
             device.create_compute_pipelines(vk::PipelineCache::null(), &[info], None).unwrap()[0]
         };
 
-        let qp = device.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
-        let cpool = device.create_command_pool(&vk::CommandPoolCreateInfo::default().queue_family_index(qf).flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER), None).unwrap();
-        let cb = device.allocate_command_buffers(&vk::CommandBufferAllocateInfo::default().command_pool(cpool).command_buffer_count(1)).unwrap()[0];
-        let fence = device.create_fence(&vk::FenceCreateInfo::default(), None).unwrap();
         let rw = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE | vk::AccessFlags::TRANSFER_READ;
         let all = vk::PipelineStageFlags::ALL_COMMANDS;
         let global = [vk::MemoryBarrier::default().src_access_mask(rw).dst_access_mask(rw)];
@@ -183,9 +175,7 @@ unsafe fn run(stages: u32) {
 
         // One timed chain; returns (µs a dispatch, failed spins, whether the result is right).
         let time = |pipes: &[vk::Pipeline], per: u32, chain: bool| -> (f64, u32, bool) {
-            device.reset_command_buffer(cb, vk::CommandBufferResetFlags::empty()).unwrap();
-            device.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default()).unwrap();
-            device.cmd_reset_query_pool(cb, qp, 0, 2);
+            t.begin();
             device.cmd_fill_buffer(cb, ctr.buffer, 0, vk::WHOLE_SIZE, 0);
             device.cmd_fill_buffer(cb, vec.buffer, 0, vk::WHOLE_SIZE, 0);
             device.cmd_pipeline_barrier(cb, all, all, vk::DependencyFlags::empty(), &global, &[], &[]);
@@ -203,18 +193,12 @@ unsafe fn run(stages: u32) {
             let src = (stages % 2) as u64 * 4 * N as u64;
             device.cmd_copy_buffer(cb, vec.buffer, readback.buffer, &[vk::BufferCopy { src_offset: src, dst_offset: 0, size: 4 * N as u64 }]);
             device.cmd_copy_buffer(cb, ctr.buffer, readback.buffer, &[vk::BufferCopy { src_offset: 0, dst_offset: 8 * N as u64, size: 4 }]);
-            device.end_command_buffer(cb).unwrap();
-            let cbs = [cb];
-            device.queue_submit(queue, &[vk::SubmitInfo::default().command_buffers(&cbs)], fence).unwrap();
-            device.wait_for_fences(&[fence], true, u64::MAX).unwrap();
-            device.reset_fences(&[fence]).unwrap();
-            let mut ts = [0u64; 2];
-            device.get_query_pool_results(qp, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
+            let us = t.submit();
             let ptr = device.map_memory(readback.memory, 0, readback.size, vk::MemoryMapFlags::empty()).unwrap() as *const u8;
             let out = std::slice::from_raw_parts(ptr as *const f32, N as usize).to_vec();
             let failed = *(ptr.add(8 * N as usize) as *const u32);
             device.unmap_memory(readback.memory);
-            ((ts[1] - ts[0]) as f64 * period / 1e3 / stages as f64, failed, out == expected(stages))
+            (us / stages as f64, failed, out == expected(stages))
         };
 
         println!("{stages} dispatches a chain; µs a dispatch (best of 5); k = 16-byte weight loads an invocation before the wait");

@@ -1,0 +1,67 @@
+//! A raw Vulkan device set up to time a recorded chain of dispatches, shared by the
+//! driver-level benchmarks (`barrier_bench`, `handover_bench`).
+
+use ash::vk;
+
+/// A logical device with one queue, and what a timed chain of dispatches needs: a command
+/// buffer, a fence and two timestamp queries.
+pub struct Timed {
+    pub device: ash::Device,
+    pub queue: vk::Queue,
+    pub cb: vk::CommandBuffer,
+    pub qp: vk::QueryPool,
+    fence: vk::Fence,
+    /// Nanoseconds a timestamp tick.
+    period: f64,
+}
+
+/// # Safety
+/// `pd` must come from `instance`; the queue family taken is the first with `flags`.
+pub unsafe fn timed(instance: &ash::Instance, pd: vk::PhysicalDevice, flags: vk::QueueFlags) -> Timed {
+    unsafe {
+        let period = instance.get_physical_device_properties(pd).limits.timestamp_period as f64;
+        let families = instance.get_physical_device_queue_family_properties(pd);
+        let qf = families.iter().position(|f| f.queue_flags.contains(flags)).expect("queue") as u32;
+        let prio = [1.0f32];
+        let qci = [vk::DeviceQueueCreateInfo::default().queue_family_index(qf).queue_priorities(&prio)];
+        let device = instance.create_device(pd, &vk::DeviceCreateInfo::default().queue_create_infos(&qci), None).expect("device");
+        let queue = device.get_device_queue(qf, 0);
+        let qp = device.create_query_pool(&vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2), None).unwrap();
+        let cpool = device.create_command_pool(&vk::CommandPoolCreateInfo::default().queue_family_index(qf).flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER), None).unwrap();
+        let cb = device.allocate_command_buffers(&vk::CommandBufferAllocateInfo::default().command_pool(cpool).command_buffer_count(1)).unwrap()[0];
+        let fence = device.create_fence(&vk::FenceCreateInfo::default(), None).unwrap();
+        Timed { device, queue, cb, qp, fence, period }
+    }
+}
+
+impl Timed {
+    /// Starts recording `cb` afresh, with both timestamps reset.
+    ///
+    /// # Safety
+    /// No earlier recording of `cb` may still be running.
+    pub unsafe fn begin(&self) {
+        unsafe {
+            self.device.reset_command_buffer(self.cb, vk::CommandBufferResetFlags::empty()).unwrap();
+            self.device.begin_command_buffer(self.cb, &vk::CommandBufferBeginInfo::default()).unwrap();
+            self.device.cmd_reset_query_pool(self.cb, self.qp, 0, 2);
+        }
+    }
+
+    /// Ends the recording, submits it, waits for it, and returns the µs between
+    /// timestamps 0 and 1.
+    ///
+    /// # Safety
+    /// `cb` must be recording (`begin`) and write both timestamps.
+    pub unsafe fn submit(&self) -> f64 {
+        unsafe {
+            self.device.end_command_buffer(self.cb).unwrap();
+            let cbs = [self.cb];
+            self.device.queue_submit(self.queue, &[vk::SubmitInfo::default().command_buffers(&cbs)], self.fence).unwrap();
+            self.device.wait_for_fences(&[self.fence], true, u64::MAX).unwrap();
+            self.device.reset_fences(&[self.fence]).unwrap();
+            let mut ts = [0u64; 2];
+            self.device.get_query_pool_results(self.qp, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
+            (ts[1] - ts[0]) as f64 * self.period / 1e3
+        }
+    }
+}
