@@ -38,12 +38,6 @@ enum Sync {
     AllCommands,
 }
 
-fn spirv() -> Vec<u32> {
-    let module = naga::front::wgsl::parse_str(SHADER).expect("wgsl");
-    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all()).validate(&module).expect("valid");
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None).expect("spv")
-}
-
 fn main() {
     let n: u32 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(500);
     unsafe { run(n) }
@@ -68,7 +62,7 @@ unsafe fn run(n: u32) {
         let memory = device.allocate_memory(&vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(mt), None).unwrap();
         device.bind_buffer_memory(buffer, memory, 0).unwrap();
 
-        let code = spirv();
+        let code = vk_timed::spirv(SHADER);
         let module = device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None).unwrap();
         let binding = [vk::DescriptorSetLayoutBinding::default()
             .binding(0)
@@ -87,7 +81,6 @@ unsafe fn run(n: u32) {
         let set = device.allocate_descriptor_sets(&vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&layouts)).unwrap()[0];
         let bi = [vk::DescriptorBufferInfo { buffer, offset: 0, range: size }];
         device.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&bi)], &[]);
-
 
         let graphics = vk::PipelineStageFlags::VERTEX_SHADER | vk::PipelineStageFlags::FRAGMENT_SHADER | vk::PipelineStageFlags::COMPUTE_SHADER;
         let rw = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;

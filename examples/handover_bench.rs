@@ -97,12 +97,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     )
 }
 
-fn spirv(src: &str) -> Vec<u32> {
-    let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("wgsl: {}", e.emit_to_string(src)));
-    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all()).validate(&module).expect("valid");
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None).expect("spv")
-}
-
 /// The final vector a chain of `stages` leaves, computed on the host.
 fn expected(stages: u32) -> Vec<f32> {
     let mut x = vec![0f32; N as usize];
@@ -161,7 +155,7 @@ unsafe fn run(stages: u32) {
             device.update_descriptor_sets(&[vk::WriteDescriptorSet::default().dst_set(set).dst_binding(i as u32).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).buffer_info(&bi)], &[]);
         }
         let pipeline = |src: &str| -> vk::Pipeline {
-            let code = spirv(src);
+            let code = vk_timed::spirv(src);
             let module = device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None).unwrap();
             let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
             let info = vk::ComputePipelineCreateInfo::default().stage(stage).layout(pl).flags(vk::PipelineCreateFlags::DISPATCH_BASE);

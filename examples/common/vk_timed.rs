@@ -1,7 +1,14 @@
-//! A raw Vulkan device set up to time a recorded chain of dispatches, shared by the
-//! driver-level benchmarks (`barrier_bench`, `handover_bench`).
+//! A raw Vulkan device set up to time a recorded chain of dispatches, and WGSL compiled to
+//! SPIR-V for it; shared by the driver-level benchmarks (`barrier_bench`, `handover_bench`).
 
 use ash::vk;
+
+/// SPIR-V of a WGSL compute kernel, by naga (as wgpu would make it, less wgpu's checks).
+pub fn spirv(src: &str) -> Vec<u32> {
+    let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("wgsl: {}", e.emit_to_string(src)));
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all()).validate(&module).expect("valid");
+    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None).expect("spv")
+}
 
 /// A logical device with one queue, and what a timed chain of dispatches needs: a command
 /// buffer, a fence and two timestamp queries.
