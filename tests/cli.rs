@@ -114,11 +114,17 @@ fn tokenize_and_run_on_the_demo_model() {
     let m = demo.to_str().unwrap();
     let ids: Vec<u32> = serde_json::from_str(&env.ok(&["tokenize", "--model", m, "--text", "The capital of France is", "--bos"])).unwrap();
     assert_eq!(ids, [2, 818, 5279, 529, 7001, 563], "ids published in the oracle notes (llama.cpp, HF)");
-    let out = env.ok(&["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8"]);
+    let run = |backend: &[&str]| {
+        let mut args = vec!["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8"];
+        args.extend_from_slice(backend);
+        env.ok(&args)
+    };
+    let out = run(&["--backend", "cpu"]);
     assert!(out.contains("France"), "a greedy continuation names France again: {out:?}");
-    // The GPU engine (lavapipe in CI) gives the same greedy reply.
-    let gpu = env.ok(&["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8", "--backend", "gpu"]);
-    assert_eq!(gpu, out, "GPU and CPU greedy replies differ");
+    // The GPU engine (lavapipe in CI) gives the same greedy reply, and so does the default
+    // (the GPU where one takes the model).
+    assert_eq!(run(&["--backend", "gpu"]), out, "GPU and CPU greedy replies differ");
+    assert_eq!(run(&[]), out, "the default engine's greedy reply differs");
 }
 
 /// `rullama bench` on the GPU (lavapipe in CI) with a store model: its JSON report has

@@ -52,15 +52,14 @@ impl LocalEngine {
         };
         match self.choice {
             Choice::Only(device) => upload(device, progress),
-            Choice::Auto => match upload(Device::Gpu, progress) {
-                // No usable adapter, or the GPU refused the model: the CPU reference still
-                // runs it, slowly. Other errors (a broken file) would fail there too.
-                Err(rullama::Error::Gpu(why)) => {
+            // No usable adapter, or the GPU refused the model: the CPU reference still runs
+            // it, slowly.
+            Choice::Auto => rullama::runtime::backend::gpu_or_cpu(|device, passed_over| {
+                if let Some(why) = passed_over {
                     progress(LoadProgress::new(&format!("GPU unavailable ({why}); using the CPU"), 0.1));
-                    upload(Device::Cpu, progress)
                 }
-                other => other,
-            },
+                upload(device, progress)
+            }),
         }
     }
 }

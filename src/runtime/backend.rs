@@ -10,7 +10,7 @@ use crate::cpu::forward::{CpuModel, KvCache, Logits};
 use crate::gguf::GgufFile;
 use crate::gpu::forward::{GpuCache, GpuModel};
 use crate::model::Config;
-use crate::Result;
+use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,6 +56,18 @@ impl Backend {
             }
             Backend::Gpu => LoadedModel::Gpu(GpuModel::load_with_progress(file, progress)?),
         })
+    }
+}
+
+/// The GPU engine where it takes the model, else the CPU reference: what the app and
+/// `rullama run` do unless told which. Only `Error::Gpu` (no usable adapter, too little GPU
+/// memory) falls back; other errors, a broken file say, would fail on the CPU too. `load`
+/// is called with the engine to try and, on the CPU after a GPU error, why the GPU was
+/// passed over.
+pub fn gpu_or_cpu<T>(mut load: impl FnMut(Backend, Option<&str>) -> Result<T>) -> Result<T> {
+    match load(Backend::Gpu, None) {
+        Err(Error::Gpu(why)) => load(Backend::Cpu, Some(&why)),
+        other => other,
     }
 }
 
@@ -156,5 +168,45 @@ impl TextModel for LoadedModel {
             (LoadedModel::Gpu(m), Cache::Gpu(c)) => m.decode(first, c, sampler, history, cancel, on),
             _ => Err(crate::Error::Input("a cache from the other backend was passed".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `gpu_or_cpu` with the GPU answering `gpu`; returns its result and the calls made.
+    fn pick(gpu: Result<&'static str>) -> (Result<&'static str>, Vec<(Backend, Option<String>)>) {
+        let mut gpu = Some(gpu);
+        let mut calls = Vec::new();
+        let got = gpu_or_cpu(|b, why| {
+            calls.push((b, why.map(String::from)));
+            match b {
+                Backend::Gpu => gpu.take().expect("the GPU is tried once"),
+                Backend::Cpu => Ok("cpu"),
+            }
+        });
+        (got, calls)
+    }
+
+    #[test]
+    fn the_gpu_is_taken_where_it_loads_the_model() {
+        let (got, calls) = pick(Ok("gpu"));
+        assert_eq!(got.unwrap(), "gpu");
+        assert_eq!(calls, [(Backend::Gpu, None)]);
+    }
+
+    #[test]
+    fn a_gpu_error_falls_back_to_the_cpu_and_says_why() {
+        let (got, calls) = pick(Err(Error::Gpu("no adapter".into())));
+        assert_eq!(got.unwrap(), "cpu");
+        assert_eq!(calls, [(Backend::Gpu, None), (Backend::Cpu, Some("no adapter".into()))]);
+    }
+
+    #[test]
+    fn other_errors_do_not_fall_back() {
+        let (got, calls) = pick(Err(Error::Input("broken".into())));
+        assert!(matches!(got, Err(Error::Input(_))));
+        assert_eq!(calls, [(Backend::Gpu, None)]);
     }
 }

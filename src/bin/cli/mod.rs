@@ -48,8 +48,9 @@ pub struct RunArgs {
     /// Plain text completion, no chat turns (the default for base models without a chat template).
     #[arg(long)]
     pub raw: bool,
-    #[arg(long, default_value = "cpu")]
-    pub backend: Backend,
+    /// Default: the GPU where an adapter takes the model, else the CPU reference.
+    #[arg(long)]
+    pub backend: Option<Backend>,
     /// How the KV cache stores K and V (f16: half the GPU memory).
     #[arg(long, value_enum, default_value = "f32")]
     pub kv_cache: KvCacheType,
@@ -275,7 +276,15 @@ pub fn run(store: &StoreOptions, a: &RunArgs) -> Result<()> {
     }
     let (r, f) = open(store, &a.model)?;
     let tok = Tokenizer::from_gguf(&f)?;
-    let mut m = a.backend.load(f.clone(), &mut |_| {})?;
+    let mut m = match a.backend {
+        Some(b) => b.load(f.clone(), &mut |_| {})?,
+        None => rullama::runtime::backend::gpu_or_cpu(|b, passed_over| {
+            if let Some(why) = passed_over {
+                eprintln!("note: no GPU for this model ({why}); running on the CPU reference");
+            }
+            b.load(f.clone(), &mut |_| {})
+        })?,
+    };
     m.set_kv_cache_type(a.kv_cache);
     let cfg = m.config();
     let prompt = if a.raw || !is_chat_model(&f) {
