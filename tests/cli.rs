@@ -121,10 +121,14 @@ fn tokenize_and_run_on_the_demo_model() {
     };
     let out = run(&["--backend", "cpu"]);
     assert!(out.contains("France"), "a greedy continuation names France again: {out:?}");
-    // The GPU engine (lavapipe in CI) gives the same greedy reply, and so does the default
-    // (the GPU where one takes the model).
+    // The GPU engine (lavapipe in CI) gives the same greedy reply, and so does the default,
+    // which takes the GPU where an adapter takes the model (`--verbose` names the engine).
     assert_eq!(run(&["--backend", "gpu"]), out, "GPU and CPU greedy replies differ");
-    assert_eq!(run(&[]), out, "the default engine's greedy reply differs");
+    let default = env.run(&["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8", "--verbose"]);
+    let said = String::from_utf8_lossy(&default.stderr);
+    assert!(default.status.success(), "the default engine failed: {said}");
+    assert_eq!(String::from_utf8_lossy(&default.stdout), out, "the default engine's greedy reply differs");
+    assert!(!said.contains("CPU (f32 reference)") && !said.contains("no GPU"), "the default engine is not the GPU: {said}");
 }
 
 /// `rullama bench` on the GPU (lavapipe in CI) with a store model: its JSON report has

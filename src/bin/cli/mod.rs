@@ -54,7 +54,7 @@ pub struct RunArgs {
     /// How the KV cache stores K and V (f16: half the GPU memory).
     #[arg(long, value_enum, default_value = "f32")]
     pub kv_cache: KvCacheType,
-    /// Print timing to stderr at the end.
+    /// Print the engine and timing to stderr at the end.
     #[arg(long)]
     pub verbose: bool,
 }
@@ -324,7 +324,8 @@ pub fn run(store: &StoreOptions, a: &RunArgs) -> Result<()> {
     println!();
     if a.verbose {
         eprintln!(
-            "prompt {} tokens in {:.2?} ({:.1} tok/s); reply {} tokens in {:.2?} ({:.1} tok/s); stop: {:?}",
+            "{}: prompt {} tokens in {:.2?} ({:.1} tok/s); reply {} tokens in {:.2?} ({:.1} tok/s); stop: {:?}",
+            m.device_name(),
             stats.prompt_tokens,
             stats.prefill,
             stats.prefill_tok_s(),
