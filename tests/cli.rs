@@ -114,17 +114,14 @@ fn tokenize_and_run_on_the_demo_model() {
     let m = demo.to_str().unwrap();
     let ids: Vec<u32> = serde_json::from_str(&env.ok(&["tokenize", "--model", m, "--text", "The capital of France is", "--bos"])).unwrap();
     assert_eq!(ids, [2, 818, 5279, 529, 7001, 563], "ids published in the oracle notes (llama.cpp, HF)");
-    let run = |backend: &[&str]| {
-        let mut args = vec!["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8"];
-        args.extend_from_slice(backend);
-        env.ok(&args)
-    };
+    let greedy = ["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8"];
+    let run = |extra: &[&str]| env.ok(&[&greedy[..], extra].concat());
     let out = run(&["--backend", "cpu"]);
     assert!(out.contains("France"), "a greedy continuation names France again: {out:?}");
     // The GPU engine (lavapipe in CI) gives the same greedy reply, and so does the default,
     // which takes the GPU where an adapter takes the model (`--verbose` names the engine).
     assert_eq!(run(&["--backend", "gpu"]), out, "GPU and CPU greedy replies differ");
-    let default = env.run(&["run", "--model", m, "--prompt", "The capital of France is", "--temperature", "0", "--max-tokens", "8", "--verbose"]);
+    let default = env.run(&[&greedy[..], &["--verbose"]].concat());
     let said = String::from_utf8_lossy(&default.stderr);
     assert!(default.status.success(), "the default engine failed: {said}");
     assert_eq!(String::from_utf8_lossy(&default.stdout), out, "the default engine's greedy reply differs");
