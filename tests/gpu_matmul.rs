@@ -560,49 +560,60 @@ fn matvec_of_vocabulary_rows_matches_cpu() {
     }
 }
 
-/// A folded matvec over enough rows that each subgroup takes two (E2B's [gate; up]: 48
-/// Q4_K chunks a row) and each workgroup several row tiles (past 512 workgroups' worth:
-/// 519 tiles of 16 rows as [gate; up], two a workgroup; 1038 plain, three a workgroup),
-/// plain and as [gate; up] with GeGLU, both reduction variants, with rows that leave the
-/// last workgroup part-filled, against the CPU ops it replaces; the staged input spans a
-/// wide range.
+/// A folded matvec over enough rows that each subgroup takes two and each workgroup
+/// several row tiles, at E2B's row length (48 Q4_K chunks a row: past 512 workgroups'
+/// worth, 519 tiles of 16 rows as [gate; up], two a workgroup; 1038 plain, three a
+/// workgroup) and E4B's (80 chunks, five steps a lane: paired only from 16384 rows, so
+/// 16400), plain and as [gate; up] with GeGLU, both reduction variants, with rows that
+/// leave the last workgroup part-filled, against the CPU ops it replaces; the staged input
+/// spans a wide range. Each case asserts the paired kernel ran (matmul::matvec_tpr).
 #[test]
 fn folded_matvec_of_many_rows_matches_cpu() {
     use rullama::gpu::matmul::{ResidualIn, matvec_geglu, matvec_input};
     let mut rng = ChaCha8Rng::seed_from_u64(23);
-    let (ty, cols, f, eps) = (GgmlType::Q4_K, 1536, 8300, 1e-6);
-    let gate = random_matrix(&mut rng, ty, cols, f);
-    let upw = random_matrix(&mut rng, ty, cols, f);
-    let stacked: Vec<u8> = gate.iter().chain(&upw).copied().collect();
-    let (a, x, post, mut pre) = (rand_vec(&mut rng, cols), rand_vec(&mut rng, cols), rand_vec(&mut rng, cols), rand_vec(&mut rng, cols));
-    // Inputs over twelve orders of magnitude, a run of 16 zeros and one of a single
-    // outlier: the integer dot products scale each run of 16 by its own largest element.
-    for (i, v) in pre.iter_mut().enumerate() {
-        *v *= 10f32.powi((i % 13) as i32 - 6);
+    for (cols, f, steps) in [(1536, 8300, 3), (2560, 8200, 5)] {
+        folded_many_rows_case(&mut rng, cols, f, steps);
     }
-    pre[32..48].fill(0.0);
-    pre[64..80].iter_mut().for_each(|v| *v *= 1e-3);
-    pre[70] = 1e3;
-    let mut input = x.clone();
-    ops::rms_norm_to(&a, &mut input, cols, Some(&post), eps, true);
-    ops::rms_norm(&mut input, cols, Some(&pre), eps);
-    let all = ops::matmul(&input, 1, &QMatrix::new(ty, cols, 2 * f, &stacked).unwrap()).unwrap();
-    let mut geglu = all[..f].to_vec();
-    ops::geglu(&mut geglu, &all[f..]);
-    for k in staged_variants() {
-        let (ab, xb, postb, preb) = (up(&k, &a), up(&k, &x), up(&k, &post), up(&k, &pre));
-        let xo = up(&k, &vec![0.0; cols]);
-        let r = ResidualIn { a: (&ab, 0), x_in: (&xb, 0), x_out: (&xo, 0), post: &postb, pre: Some(&preb), scale: 1.0, eps };
-        let plain = GpuMatrix::upload(&k, "w", ty, cols, 2 * f, &stacked).unwrap();
-        let got = run(&k, 2 * f, |b, y| matvec_input(&k, b, &plain, MatvecIn::Residual(r), y, 0).unwrap());
-        assert_eq!(got[2 * f], SENTINEL, "writes outside y");
-        let e = max_rel(&got[..2 * f], &all);
-        assert!(e < 2.0 * TOL, "plain {}: rel err {e}", variant_name(&k));
-        let w = GpuMatrix::upload_stacked(&k, "gate_up", ty, cols, 2 * f, 2 * f, &stacked).unwrap();
-        let got = run(&k, f, |b, y| matvec_geglu(&k, b, &w, MatvecIn::Residual(r), y, 0).unwrap());
-        assert_eq!(got[f], SENTINEL, "writes outside y");
-        let e = max_rel(&got[..f], &geglu);
-        assert!(e < 2.0 * TOL, "geglu {}: rel err {e}", variant_name(&k));
+
+    fn folded_many_rows_case(rng: &mut ChaCha8Rng, cols: usize, f: usize, steps: usize) {
+        let (ty, eps) = (GgmlType::Q4_K, 1e-6);
+        let gate = random_matrix(rng, ty, cols, f);
+        let upw = random_matrix(rng, ty, cols, f);
+        let stacked: Vec<u8> = gate.iter().chain(&upw).copied().collect();
+        let (a, x, post, mut pre) = (rand_vec(rng, cols), rand_vec(rng, cols), rand_vec(rng, cols), rand_vec(rng, cols));
+        // Inputs over twelve orders of magnitude, a run of 16 zeros and one of a single
+        // outlier: the integer dot products scale each run of 16 by its own largest element.
+        for (i, v) in pre.iter_mut().enumerate() {
+            *v *= 10f32.powi((i % 13) as i32 - 6);
+        }
+        pre[32..48].fill(0.0);
+        pre[64..80].iter_mut().for_each(|v| *v *= 1e-3);
+        pre[70] = 1e3;
+        let mut input = x.clone();
+        ops::rms_norm_to(&a, &mut input, cols, Some(&post), eps, true);
+        ops::rms_norm(&mut input, cols, Some(&pre), eps);
+        let all = ops::matmul(&input, 1, &QMatrix::new(ty, cols, 2 * f, &stacked).unwrap()).unwrap();
+        let mut geglu = all[..f].to_vec();
+        ops::geglu(&mut geglu, &all[f..]);
+        for k in staged_variants() {
+            let (ab, xb, postb, preb) = (up(&k, &a), up(&k, &x), up(&k, &post), up(&k, &pre));
+            let xo = up(&k, &vec![0.0; cols]);
+            let r = ResidualIn { a: (&ab, 0), x_in: (&xb, 0), x_out: (&xo, 0), post: &postb, pre: Some(&preb), scale: 1.0, eps };
+            let plain = GpuMatrix::upload(&k, "w", ty, cols, 2 * f, &stacked).unwrap();
+            let got = run(&k, 2 * f, |b, y| matvec_input(&k, b, &plain, MatvecIn::Residual(r), y, 0).unwrap());
+            assert_eq!(got[2 * f], SENTINEL, "writes outside y");
+            let e = max_rel(&got[..2 * f], &all);
+            assert!(e < 2.0 * TOL, "{cols} columns, plain {}: rel err {e}", variant_name(&k));
+            let w = GpuMatrix::upload_stacked(&k, "gate_up", ty, cols, 2 * f, 2 * f, &stacked).unwrap();
+            let got = run(&k, f, |b, y| matvec_geglu(&k, b, &w, MatvecIn::Residual(r), y, 0).unwrap());
+            assert_eq!(got[f], SENTINEL, "writes outside y");
+            let e = max_rel(&got[..f], &geglu);
+            assert!(e < 2.0 * TOL, "{cols} columns, geglu {}: rel err {e}", variant_name(&k));
+            for (tiles, kind) in [(3, "one"), (2, "pair")] {
+                let name = format!("matvec/{ty}/ch32/tpr16/cpt{steps}/t{tiles}/rn{cols}/{kind}/");
+                assert!(k.compiled_prefix(&name), "{cols} columns: no kernel {name}");
+            }
+        }
     }
 }
 

@@ -135,6 +135,12 @@ impl Kernels {
         self.cache.lock().expect("kernel cache lock").contains_key(key)
     }
 
+    /// Whether any kernel whose name starts with `prefix` has been compiled (for names whose
+    /// tail depends on the device, such as the matvec's reduction).
+    pub fn compiled_prefix(&self, prefix: &str) -> bool {
+        self.cache.lock().expect("kernel cache lock").keys().any(|k| k.starts_with(prefix))
+    }
+
     /// The kernel cached under `key`, compiling `build()` on first use.
     pub fn get(&self, key: &str, build: impl FnOnce() -> KernelSource) -> Result<Arc<Kernel>> {
         if let Some(k) = self.cache.lock().expect("kernel cache lock").get(key) {

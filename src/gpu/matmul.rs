@@ -153,10 +153,11 @@ const MATVEC_WG: usize = 256;
 
 /// Invocations per row of matvec.wgsl for a matrix of `rows` rows of `chunks` chunks,
 /// `folded` when it takes the residual step in (`MatvecIn::Residual`). Three shapes have
-/// rules of their own (FOLDED_PAIR_ROWS, HEAD_ROWS, FEW_ROWS below); otherwise enough
-/// that each strides over about MATVEC_STEPS chunks, from 32 (a subgroup on an H100) up
-/// to the whole workgroup. Long rows (the FFN's down projection, 6144-12288 columns)
-/// otherwise leave few workgroups, each walking its rows serially. History on the H100:
+/// rules of their own (FOLDED_PAIR_ROWS with FOLDED_PAIR_LONG_ROWS, HEAD_ROWS, FEW_ROWS
+/// below); otherwise enough that each strides over about MATVEC_STEPS chunks, from 32 (a
+/// subgroup on an H100) up to the whole workgroup. Long rows (the FFN's down projection,
+/// 6144-12288 columns) otherwise leave few workgroups, each walking its rows serially.
+/// History on the H100:
 /// with 64-element chunks 32 per row beat matching the chunk count (270M / E2B decode
 /// 453 / 137 tok/s against 438 / 135; 8 per row gave 385 / 104); sharing x chunks between
 /// rows (several rows per invocation, x in registers) measured slower end to end (E2B
@@ -165,7 +166,7 @@ fn matvec_tpr(chunks: usize, rows: usize, folded: bool) -> usize {
     let few = !folded && rows <= FEW_ROWS;
     let aim = if few { FEW_ROWS_STEPS } else { MATVEC_STEPS };
     let steps = (chunks / aim).next_power_of_two().clamp(32, MATVEC_WG);
-    let pair = folded && rows >= FOLDED_PAIR_ROWS && chunks <= 3 * 16;
+    let pair = folded && rows >= FOLDED_PAIR_ROWS && (chunks <= 3 * 16 || (rows >= FOLDED_PAIR_LONG_ROWS && chunks <= 5 * 16));
     let head = rows >= HEAD_ROWS && chunks <= HEAD_CHUNKS;
     if (head && chunks < 2 * 16) || (few && chunks <= FEW_ROWS_SHORT) {
         8
@@ -222,6 +223,18 @@ const MATVEC_STEPS: usize = 6;
 /// layout's [gate; up] (4096 rows of 80 Q5_0 chunks, 5 steps at 16) lost 1,149-1,161 ->
 /// 1,069-1,127, as every 270M matvec did at 16 (1,047-1,077), so it keeps 32.
 const FOLDED_PAIR_ROWS: usize = 4096;
+
+/// From this many rows a folded matvec pairs its rows at up to 5 chunk steps too: at 32
+/// invocations a row its row tiles are 1024 workgroups' worth or more (twice
+/// FOLDED_MAX_GROUPS), each workgroup walking two or more after its residual step;
+/// paired, half as many. H200 decode tg64 after 16 tokens, two alternated rounds (tok/s): Gemma 4 E4B
+/// layout ([gate; up], 20480 rows of 80 Q4_K chunks: three tiles a workgroup -> two)
+/// 280.6-281.9 -> 294.4-296.1 (+5%); raising FOLDED_MAX_GROUPS to 1024 instead (two tiles
+/// unpaired) gave 285.0-285.7. The 26B-A4B layout's folded matvecs (88 chunks a row: q/k/v
+/// of 8192 and 9216 rows, [gate; up] of 4224) lost paired, 293.2-294.7 -> 291.7-292.4,
+/// as the 270M's [gate; up] did (above), so shorter matrices keep 32 a row; rows of more
+/// than 80 chunks were not measured at this height.
+const FOLDED_PAIR_LONG_ROWS: usize = 16384;
 
 /// From this many rows (an LM head over the vocabulary) with rows of at most HEAD_CHUNKS
 /// chunks, 16 invocations per row: a workgroup takes 16 rows instead of 8 and each
