@@ -229,11 +229,11 @@ const FOLDED_PAIR_ROWS: usize = 4096;
 /// FOLDED_MAX_GROUPS), each workgroup walking two or more after its residual step;
 /// paired, half as many. H200 decode tg64 after 16 tokens, two alternated rounds
 /// (tok/s): Gemma 4 E4B layout ([gate; up], 20480 rows of 80 Q4_K chunks: three tiles a
-/// workgroup -> two) 280.6-281.9 -> 294.4-296.1 (+5%); raising FOLDED_MAX_GROUPS to 1024 instead (two tiles
-/// unpaired) gave 285.0-285.7. The 26B-A4B layout's folded matvecs (88 chunks a row: q/k/v
-/// of 8192 and 9216 rows, [gate; up] of 4224) lost paired, 293.2-294.7 -> 291.7-292.4,
-/// as the 270M's [gate; up] did (above), so shorter matrices keep 32 a row; rows of more
-/// than 80 chunks were not measured at this height.
+/// workgroup -> two) 280.6-281.9 -> 294.4-296.1 (+5%); raising FOLDED_MAX_GROUPS to 1024
+/// instead (two tiles unpaired) gave 285.0-285.7. The 26B-A4B layout's folded matvecs (88
+/// chunks a row: q/k/v of 8192 and 9216 rows, [gate; up] of 4224) lost paired,
+/// 293.2-294.7 -> 291.7-292.4, as the 270M's [gate; up] did (above), so shorter matrices
+/// keep 32 a row; rows of more than 80 chunks were not measured at this height.
 const FOLDED_PAIR_LONG_ROWS: usize = 16384;
 
 /// From this many rows (an LM head over the vocabulary) with rows of at most HEAD_CHUNKS
