@@ -130,8 +130,8 @@ fn tokenize_and_run_on_the_demo_model() {
 
 /// `rullama bench` on the GPU (lavapipe in CI) with a store model: its JSON report has
 /// every figure, positive, the memory split into weights, cache and the kernels' scratch
-/// (made during the run), one figure per timed repetition (warm-up runs left out), and the
-/// text form says the same. Timings are not checked.
+/// (made during the run), one figure per timed repetition (warm-up runs left out), the
+/// prefill precision it ran, and the text form says the same. Timings are not checked.
 #[test]
 fn bench_reports_speed_and_memory() {
     let env = Env::new();
@@ -150,8 +150,10 @@ fn bench_reports_speed_and_memory() {
     }
     // Untimed runs are not repetitions (two asked for here, one by default below).
     assert_eq!(r["warmup"].as_u64(), Some(2), "{r}");
-    let text = env.ok(&[&args[..], &["--reps", "2"]].concat());
-    assert!(text.contains("prefill 12 tok") && text.contains("decode 3 tok") && text.contains("best of 2 after 1 untimed run; medians"), "{text}");
+    // The prefill precision is f32 unless asked, and the report says which ran.
+    assert_eq!(r["prefill_precision"].as_str(), Some("f32"), "{r}");
+    let text = env.ok(&[&args[..], &["--reps", "2", "--prefill-precision", "f16"]].concat());
+    assert!(text.contains("prefill 12 tok (f16 products)") && text.contains("decode 3 tok") && text.contains("best of 2 after 1 untimed run; medians"), "{text}");
     assert!(text.contains("scratch"), "{text}");
 }
 

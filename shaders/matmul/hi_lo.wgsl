@@ -8,10 +8,16 @@
 // subnormals, which a device may flush. The mask rather than a round trip through f16: a
 // device compiler may fold f32(f16(v)) back to v (an H100's does).
 
+// Where there is no lo part (the including kernel's LO false) hi is v rounded to the
+// nearest f16 instead (ties away from zero: half of f16's last place added to the
+// magnitude before the cut), so the products' inputs carry no bias toward zero; values
+// past f16's range are only cut, as they would be in f32. CPU twin: `round_f16_cpu`.
+
 const LS: f32 = 2048.0;
 
 fn hi_part(v: vec4<f32>) -> vec4<f32> {
-    let cut = bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) & vec4<u32>(0xFFFFE000u));
+    let half_ulp = select(vec4<u32>(0u), vec4<u32>(0x1000u), vec4<bool>(!LO) & abs(v) < vec4<f32>(65504.0));
+    let cut = bitcast<vec4<f32>>((bitcast<vec4<u32>>(v) + half_ulp) & vec4<u32>(0xFFFFE000u));
     return select(cut, vec4<f32>(0.0), abs(v) < vec4<f32>(6.103515625e-5));
 }
 

@@ -15,7 +15,11 @@
 //
 // f32 accuracy from f16 inputs: hi·hi goes to one accumulator and lo·hi + hi·lo to
 // another, y = acc_hi + acc_lo · 2^-11 (lo·lo is below f32 rounding): ~2^-22 relative
-// per product instead of f16's 2^-11.
+// per product instead of f16's 2^-11. With LO false (a model set to f16 prefill,
+// `Kernels::coop_f16`) the inputs are hi alone, rounded to the nearest f16, and each
+// result is one product summed in f32: no lo rows staged, loaded or multiplied (the lo
+// staging shrinks to one vec4, LON = 0). H200, E2B prefill of 512 tokens: +18% (forty-
+// eighth session).
 //
 // A workgroup computes BM tokens x BN rows. Each subgroup of 32 owns 32 tokens x 16·FR
 // rows (FR = 2 or 4) as 2 x FR fragments of 16 x 16, in named variables: arrays of
@@ -142,6 +146,10 @@ fn fetch_half(tb: u32, rb: u32, k4: u32, c0: u32, lid: u32) -> Staged {
     let wb = ((rb / BN) * (k4 / 8u) + c8 / 8u) * (BN * 8u) + c0 % 8u;
     let o0 = (lid / 4u) * 8u + lid % 4u;
     let o1 = ((lid + WG) / 4u) * 8u + lid % 4u;
+    if (!LO) {
+        let z = vec4<f16>();
+        return Staged(xh[xb + o0], z, xh[xb + o1], z, w_hi_at(wb + o0), z, w_hi_at(wb + o1), z);
+    }
     return Staged(xh[xb + o0], xl[xb + o0], xh[xb + o1], xl[xb + o1], w_hi_at(wb + o0), w_lo_at(wb + o0), w_hi_at(wb + o1), w_lo_at(wb + o1));
 }
 
@@ -149,17 +157,19 @@ fn put_half(v: Staged, c0: u32, lid: u32) {
     let a0 = (lid / 4u) * SKV + c0 % 8u + lid % 4u;
     let a1 = ((lid + WG) / 4u) * SKV + c0 % 8u + lid % 4u;
     s_hi[a0] = v.x0h;
-    s_lo[a0] = v.x0l;
     s_hi[a1] = v.x1h;
-    s_lo[a1] = v.x1l;
     s_hi[a0 + BM * SKV] = v.w0h;
-    s_lo[a0 + BM * SKV] = v.w0l;
     s_hi[a1 + BM * SKV] = v.w1h;
-    s_lo[a1 + BM * SKV] = v.w1l;
+    if (LO) {
+        s_lo[a0] = v.x0l;
+        s_lo[a1] = v.x1l;
+        s_lo[a0 + BM * SKV] = v.w0l;
+        s_lo[a1 + BM * SKV] = v.w1l;
+    }
 }
 
 var<workgroup> s_hi: array<vec4<f16>, ROWS * SKV>;
-var<workgroup> s_lo: array<vec4<f16>, ROWS * SKV>;
+var<workgroup> s_lo: array<vec4<f16>, ROWS * SKV * LON + 1u - LON>;
 // One 16 x 16 slot per subgroup for the results on their way out.
 var<workgroup> out_s: array<f32, SGM * SGN * 256u>;
 const NONE: u32 = 0xFFFFFFFFu;
@@ -254,7 +264,9 @@ fn main(
                 let i = lid + s * WG;
                 let at = (i / 8u) * SKV + i % 8u;
                 s_hi[at] = xh[x0 + i];
-                s_lo[at] = xl[x0 + i];
+                if (LO) {
+                    s_lo[at] = xl[x0 + i];
+                }
             }
             workgroupBarrier();
             let w0 = ((rb / BN) * (k4 / 8u) + c0 / 8u) * (BN * 8u);
@@ -265,36 +277,55 @@ fn main(
         for (var kk = k_first; kk < select(8u, k_first + 4u, OVERLAP); kk += 4u) {
             let ia = tm * 32u * SKV + kk;
             let ib = (BM + tn * 16u * FR) * SKV + kk;
-            let a0h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia], SKV);
-            let a0l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia], SKV);
-            let a1h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia + 16u * SKV], SKV);
-            let a1l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia + 16u * SKV], SKV);
-            // B = W^T: element (k, r) at r * SKV (vec4s) + k / 4, column-major.
-            let b0h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib], SKV);
-            let b0l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib], SKV);
-            let b1h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 16u * SKV], SKV);
-            let b1l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 16u * SKV], SKV);
-            h00 = coopMultiplyAdd(a0h, b0h, h00);
-            h01 = coopMultiplyAdd(a0h, b1h, h01);
-            h10 = coopMultiplyAdd(a1h, b0h, h10);
-            h11 = coopMultiplyAdd(a1h, b1h, h11);
-            l00 = coopMultiplyAdd(a0l, b0h, coopMultiplyAdd(a0h, b0l, l00));
-            l01 = coopMultiplyAdd(a0l, b1h, coopMultiplyAdd(a0h, b1l, l01));
-            l10 = coopMultiplyAdd(a1l, b0h, coopMultiplyAdd(a1h, b0l, l10));
-            l11 = coopMultiplyAdd(a1l, b1h, coopMultiplyAdd(a1h, b1l, l11));
-            if (FR == 4u) {
-                let b2h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 32u * SKV], SKV);
-                let b2l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 32u * SKV], SKV);
-                let b3h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 48u * SKV], SKV);
-                let b3l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 48u * SKV], SKV);
-                h02 = coopMultiplyAdd(a0h, b2h, h02);
-                h03 = coopMultiplyAdd(a0h, b3h, h03);
-                h12 = coopMultiplyAdd(a1h, b2h, h12);
-                h13 = coopMultiplyAdd(a1h, b3h, h13);
-                l02 = coopMultiplyAdd(a0l, b2h, coopMultiplyAdd(a0h, b2l, l02));
-                l03 = coopMultiplyAdd(a0l, b3h, coopMultiplyAdd(a0h, b3l, l03));
-                l12 = coopMultiplyAdd(a1l, b2h, coopMultiplyAdd(a1h, b2l, l12));
-                l13 = coopMultiplyAdd(a1l, b3h, coopMultiplyAdd(a1h, b3l, l13));
+            if (LO) {
+                let a0h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia], SKV);
+                let a0l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia], SKV);
+                let a1h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia + 16u * SKV], SKV);
+                let a1l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia + 16u * SKV], SKV);
+                // B = W^T: element (k, r) at r * SKV (vec4s) + k / 4, column-major.
+                let b0h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib], SKV);
+                let b0l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib], SKV);
+                let b1h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 16u * SKV], SKV);
+                let b1l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 16u * SKV], SKV);
+                h00 = coopMultiplyAdd(a0h, b0h, h00);
+                h01 = coopMultiplyAdd(a0h, b1h, h01);
+                h10 = coopMultiplyAdd(a1h, b0h, h10);
+                h11 = coopMultiplyAdd(a1h, b1h, h11);
+                l00 = coopMultiplyAdd(a0l, b0h, coopMultiplyAdd(a0h, b0l, l00));
+                l01 = coopMultiplyAdd(a0l, b1h, coopMultiplyAdd(a0h, b1l, l01));
+                l10 = coopMultiplyAdd(a1l, b0h, coopMultiplyAdd(a1h, b0l, l10));
+                l11 = coopMultiplyAdd(a1l, b1h, coopMultiplyAdd(a1h, b1l, l11));
+                if (FR == 4u) {
+                    let b2h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 32u * SKV], SKV);
+                    let b2l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 32u * SKV], SKV);
+                    let b3h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 48u * SKV], SKV);
+                    let b3l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 48u * SKV], SKV);
+                    h02 = coopMultiplyAdd(a0h, b2h, h02);
+                    h03 = coopMultiplyAdd(a0h, b3h, h03);
+                    h12 = coopMultiplyAdd(a1h, b2h, h12);
+                    h13 = coopMultiplyAdd(a1h, b3h, h13);
+                    l02 = coopMultiplyAdd(a0l, b2h, coopMultiplyAdd(a0h, b2l, l02));
+                    l03 = coopMultiplyAdd(a0l, b3h, coopMultiplyAdd(a0h, b3l, l03));
+                    l12 = coopMultiplyAdd(a1l, b2h, coopMultiplyAdd(a1h, b2l, l12));
+                    l13 = coopMultiplyAdd(a1l, b3h, coopMultiplyAdd(a1h, b3l, l13));
+                }
+            } else {
+                let a0h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia], SKV);
+                let a1h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia + 16u * SKV], SKV);
+                let b0h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib], SKV);
+                let b1h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 16u * SKV], SKV);
+                h00 = coopMultiplyAdd(a0h, b0h, h00);
+                h01 = coopMultiplyAdd(a0h, b1h, h01);
+                h10 = coopMultiplyAdd(a1h, b0h, h10);
+                h11 = coopMultiplyAdd(a1h, b1h, h11);
+                if (FR == 4u) {
+                    let b2h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 32u * SKV], SKV);
+                    let b3h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 48u * SKV], SKV);
+                    h02 = coopMultiplyAdd(a0h, b2h, h02);
+                    h03 = coopMultiplyAdd(a0h, b3h, h03);
+                    h12 = coopMultiplyAdd(a1h, b2h, h12);
+                    h13 = coopMultiplyAdd(a1h, b3h, h13);
+                }
             }
         }
         if (OVERLAP && more) {
@@ -328,6 +359,7 @@ fn main(
                 case 7u: { fh = h13; fl = l13; }
                 default: {}
             }
+            // Without lo parts fl is a zero the loop never touched.
             let o = fh + fl * (1.0 / LS);
             let stride = 16u;
             flush = slot;

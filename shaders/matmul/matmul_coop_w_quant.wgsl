@@ -20,7 +20,9 @@ fn stage_w(lid: u32, w0: u32, rb: u32, c0: u32) {
         let h = hi_part(x);
         let at = (BM + i / 8u) * SKV + i % 8u + j;
         s_hi[at] = vec4<f16>(h);
-        s_lo[at] = vec4<f16>((x - h) * LS);
+        if (LO) {
+            s_lo[at] = vec4<f16>((x - h) * LS);
+        }
     }
 }
 

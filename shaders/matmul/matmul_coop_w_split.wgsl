@@ -9,7 +9,9 @@ fn stage_w(lid: u32, w0: u32, rb: u32, c0: u32) {
         let i = lid + s * WG;
         let at = (BM + i / 8u) * SKV + i % 8u;
         s_hi[at] = wh[w0 + i];
-        s_lo[at] = wl[w0 + i];
+        if (LO) {
+            s_lo[at] = wl[w0 + i];
+        }
     }
 }
 

@@ -23,8 +23,10 @@
 // past 1e6 in a random-weight model, which turned every logit to inf on tensor cores.
 // Rows of zeros (or subnormals) take 1; the exponent is clamped to ±100 so f stays a
 // normal f32, and inf or NaN pass through as they would in f32.
-// Composed after a workgroup reduction (common/reduce*.wgsl) and hi_lo.wgsl (how a value
-// becomes its two parts). CPU twins: `gpu::matmul_coop::split_f16_cpu`, `row_scale_cpu`.
+// Without lo parts (LO false: products of f16-rounded inputs) hi is the value rounded to
+// f16 and nothing is written to lo or x_lo.
+// Composed after a header (LO), a workgroup reduction (common/reduce*.wgsl) and hi_lo.wgsl
+// (how a value becomes its two parts). CPU twins: `gpu::matmul_coop::split_f16_cpu`, `row_scale_cpu`.
 
 struct Params {
     cols8: u32,      // columns / 8
@@ -126,7 +128,9 @@ fn weight_group(i: u32) {
     let pa = hi_lo(a);
     let pb = hi_lo(b);
     hi[o] = vec4<u32>(pa.xy, pb.xy);
-    lo[o] = vec4<u32>(pa.zw, pb.zw);
+    if (LO) {
+        lo[o] = vec4<u32>(pa.zw, pb.zw);
+    }
 }
 
 // x row r: its scale (a workgroup maximum), then its 8-element groups.
@@ -174,7 +178,9 @@ fn x_row(r: u32, lid: u32) {
         let pb = hi_lo(b);
         if (keep) {
             x_hi[o] = vec4<u32>(pa.xy, pb.xy);
-            x_lo[o] = vec4<u32>(pa.zw, pb.zw);
+            if (LO) {
+                x_lo[o] = vec4<u32>(pa.zw, pb.zw);
+            }
         }
     }
 }

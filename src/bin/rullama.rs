@@ -64,6 +64,9 @@ enum Command {
         /// One token at a time (the decode path) instead of the whole sequence at once.
         #[arg(long)]
         one_by_one: bool,
+        /// Prefill's products on tensor cores: f32-accurate, or of f16-rounded inputs.
+        #[arg(long, value_enum, default_value = "f32")]
+        prefill_precision: cli::PrefillPrecision,
     },
     /// Answer one prompt, streaming the reply to stdout.
     Run(cli::RunArgs),
@@ -92,7 +95,7 @@ fn main() -> ExitCode {
         Command::Import { file, name } => cli::import(&store, &file, name.as_deref()),
         Command::Forget { model } => cli::forget(&store, &model),
         Command::Tokenize { model, text, bos } => cli::tokenize(&store, &model, &text, bos),
-        Command::Logits { model, tokens, out, backend, one_by_one } => cli::logits(&store, &model, &tokens, &out, backend, one_by_one),
+        Command::Logits { model, tokens, out, backend, one_by_one, prefill_precision } => cli::logits(&store, &model, &tokens, &out, backend, one_by_one, prefill_precision),
         Command::Run(args) => cli::run(&store, &args),
         Command::Bench(args) => cli::bench(&store, &args),
         Command::Synth { arch, preset, quant, out } => cli::synth(&arch, &preset, &quant, &out),

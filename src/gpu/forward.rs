@@ -573,6 +573,12 @@ impl GpuModel {
         self.kv_f16 = on;
     }
 
+    /// Prefill's tensor-core products round their inputs to f16 (`true`: one product a
+    /// result) or keep f32 accuracy (three). Decode's matvecs are f32 either way.
+    pub fn set_prefill_f16(&mut self, on: bool) {
+        self.k.set_coop_f16(on);
+    }
+
     /// Whether decode attention does the new token's head norms and RoPE itself (the
     /// default where the device binds enough storage buffers) or a `head_norm_rope` dispatch
     /// does them first (`false`). Same results up to rounding; for comparison and tests.

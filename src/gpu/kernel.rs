@@ -84,6 +84,10 @@ pub struct Kernels {
     /// for before any rewrite. `RULLAMA_LEAVE_OUT=prefix,prefix` sets it at start; names
     /// are as `RULLAMA_PROFILE=kernels` prints them (e.g. `moe_route`, `matvec/Q4_K`).
     pub left_out: Vec<String>,
+    /// Tensor-core products take their inputs rounded to f16 (one product a result, no lo
+    /// parts) instead of f32-accurate (three): `set_coop_f16`, the prefill precision a
+    /// model is set to (`GpuModel::set_prefill_f16`). Off by default.
+    coop_f16: std::sync::atomic::AtomicBool,
     /// Constant tables and scratch space that encoders need beside their arguments, made
     /// on first use and reused (keyed by the encoder).
     buffers: Mutex<HashMap<String, wgpu::Buffer>>,
@@ -100,7 +104,18 @@ impl Kernels {
         let int_dot = std::env::var_os("RULLAMA_NO_INT_DOT").is_none();
         let coop_blocks = std::env::var_os("RULLAMA_NO_COOP_BLOCKS").is_none();
         let left_out = std::env::var("RULLAMA_LEAVE_OUT").map(|v| v.split(',').filter(|p| !p.is_empty()).map(String::from).collect()).unwrap_or_default();
-        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, coop_blocks, left_out, buffers: Mutex::new(HashMap::new()) }
+        Kernels { gpu, cache: Mutex::new(HashMap::new()), dummy, use_subgroups, use_coop, tiled_attention, coop_attention, decode_merge, coop_geglu, int_dot, coop_blocks, left_out, coop_f16: false.into(), buffers: Mutex::new(HashMap::new()) }
+    }
+
+    /// Whether tensor-core products round their inputs to f16 (see `coop_f16`).
+    pub fn coop_f16(&self) -> bool {
+        self.coop_f16.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Tensor-core products recorded from now on round their inputs to f16 (`on`) or keep
+    /// f32 accuracy. Their kernels differ by name, so both may be cached at once.
+    pub fn set_coop_f16(&self, on: bool) {
+        self.coop_f16.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A constant f32 table cached under `key` (the key must name everything `build` reads).

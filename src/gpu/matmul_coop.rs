@@ -44,29 +44,37 @@ impl CoopTile {
     /// Workgroup memory the kernel declares: staged hi and lo rows (10 vec4<f16> each)
     /// and one 16 x 16 f32 slot per subgroup.
     pub fn workgroup_bytes(&self) -> usize {
+        self.workgroup_bytes_of(false)
+    }
+
+    /// The same for the variant of f16-rounded inputs (`f16`), which stages no lo rows
+    /// (one vec4 stands in for them).
+    pub fn workgroup_bytes_of(&self, f16: bool) -> usize {
         let subgroups = (self.bm / 32) * (self.bn / (16 * self.fr));
-        2 * (self.bm + self.bn) * 10 * 8 + subgroups * 1024
+        let staged = (self.bm + self.bn) * 10 * 8;
+        staged + if f16 { 8 } else { staged } + subgroups * 1024
     }
 
     /// The kernel's source for this tile, `geglu` for the variant that writes
     /// gelu_tanh(gate) · up of interleaved [gate; up] rows. Its weights come split
     /// (split_f16.wgsl).
     pub fn source(&self, geglu: bool) -> String {
-        self.source_of(geglu, false, None)
+        self.source_of(geglu, false, None, false)
     }
 
-    /// A variant's source: GEGLU's epilogue, GROUPED's experts, and the weights staged
-    /// from blocks of type `blocks` (matmul_coop_w_quant.wgsl) rather than split.
-    pub fn source_variant(&self, geglu: bool, grouped: bool, blocks: Option<GgmlType>) -> Result<String> {
+    /// A variant's source: GEGLU's epilogue, GROUPED's experts, the weights staged from
+    /// blocks of type `blocks` (matmul_coop_w_quant.wgsl) rather than split, and `f16`:
+    /// one product of f16-rounded inputs (no lo parts) rather than three.
+    pub fn source_variant(&self, geglu: bool, grouped: bool, blocks: Option<GgmlType>, f16: bool) -> Result<String> {
         let parts = blocks.map(quant16_parts).transpose()?;
-        Ok(self.source_of(geglu, grouped, parts.as_deref()))
+        Ok(self.source_of(geglu, grouped, parts.as_deref(), f16))
     }
 
     /// `blocks`: the weights come as a type's blocks (its shaders), not split.
-    fn source_of(&self, geglu: bool, grouped: bool, blocks: Option<&[&str]>) -> String {
+    fn source_of(&self, geglu: bool, grouped: bool, blocks: Option<&[&str]>, f16: bool) -> String {
         let header = format!(
-            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\nconst GEGLU: bool = {geglu};\nconst GROUPED: bool = {grouped};\nconst OVERLAP: bool = {};\n",
-            self.bm, self.bn, self.fr, self.overlap && blocks.is_none()
+            "enable f16;\nenable wgpu_cooperative_matrix;\nconst BM: u32 = {}u;\nconst BN: u32 = {}u;\nconst FR: u32 = {}u;\nconst GEGLU: bool = {geglu};\nconst GROUPED: bool = {grouped};\nconst OVERLAP: bool = {};\n{}",
+            self.bm, self.bn, self.fr, self.overlap && blocks.is_none(), lo_header(f16)
         );
         let mut parts = vec![header.as_str()];
         match blocks {
@@ -314,6 +322,15 @@ pub fn split_f16_cpu(v: f32) -> (half::f16, half::f16) {
     (half::f16::from_f32(hi), half::f16::from_f32((v - hi) * 2048.0))
 }
 
+/// The hi part alone where products take f16-rounded inputs (`Kernels::coop_f16`): `v`
+/// rounded to the nearest f16, ties away from zero, 0 below f16's smallest normal; past
+/// f16's range only cut, as `split_f16_cpu` does.
+pub fn round_f16_cpu(v: f32) -> half::f16 {
+    let up = if v.abs() < 65504.0 { 0x1000 } else { 0 };
+    let cut = f32::from_bits(v.to_bits().wrapping_add(up) & 0xFFFF_E000);
+    half::f16::from_f32(if v.abs() < 6.103_515_6e-5 { 0.0 } else { cut })
+}
+
 /// One job of split_f16.wgsl: `rows` rows of `cols` elements of type `ty` in `src` (row `i`
 /// at byte `byte0 + i · row_bytes`), scaled by `scale`, into `hi` and `lo`, with zero rows
 /// up to `rows_pad`: row-major, or for `tile_rows` > 0 in tiles of that many rows by 32
@@ -412,7 +429,10 @@ pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&S
         }
     };
     let (red, tag) = super::reduce(k);
-    let mut parts = super::matmul::quant_parts(job.ty)?;
+    let f16 = k.coop_f16();
+    let header = lo_header(f16);
+    let mut parts = vec![header.as_str()];
+    parts.extend(super::matmul::quant_parts(job.ty)?);
     parts.extend([red[0], red[1], shaders::SPLIT_F16, shaders::HI_LO]);
     let p = SplitParams {
         cols8: u32_of(job.cols / 8, "split_f16 columns")?,
@@ -465,7 +485,7 @@ pub fn split_f16_mapped(k: &Kernels, b: &mut Batch, job: &SplitJob, x: Option<&S
         }
     };
     let xf = x.and_then(|x| x.row_scale).unwrap_or(&k.dummy);
-    let name = format!("split_f16/{}{tag}", job.ty);
+    let name = format!("split_f16/{}{tag}{}", job.ty, if f16 { "/f16" } else { "" });
     let access = [Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
     launch(k, b, &name, &parts, &access, &[job.src, job.hi, job.lo, xs, xh, xl, xf], groups, |gx| SplitParams { groups_x: gx, ..p })
 }
@@ -522,14 +542,22 @@ fn quant16_parts(ty: GgmlType) -> Result<Vec<&'static str>> {
     shaders::quant16(ty).ok_or_else(|| Error::UnsupportedType(format!("{ty} (no GPU matmul kernel for this type)")))
 }
 
+/// The header constants of the kernels that hold lo parts (matmul_coop.wgsl, split_f16.wgsl
+/// and hi_lo.wgsl's hi_part): LO, and LON (1 or 0) to size the lo staging.
+fn lo_header(f16: bool) -> String {
+    format!("const LO: bool = {};\nconst LON: u32 = {}u;\n", !f16, !f16 as u32)
+}
+
 /// The product kernel for `tile`, `geglu` for its GEGLU variant, `grouped` for GROUPED,
-/// with the weights staged from blocks of type `blocks` or read split.
+/// with the weights staged from blocks of type `blocks` or read split; of f16-rounded
+/// inputs where `k` says so (`Kernels::coop_f16`).
 fn product_kernel(k: &Kernels, tile: CoopTile, geglu: bool, grouped: bool, blocks: Option<GgmlType>) -> Result<std::sync::Arc<super::kernel::Kernel>> {
-    let name = format!("matmul_coop/{}x{}{}{}{}", tile.bm, tile.bn, if geglu { "/geglu" } else { "" }, if grouped { "/grouped" } else { "" }, blocks.map_or(String::new(), |ty| format!("/{ty}")));
+    let f16 = k.coop_f16();
+    let name = format!("matmul_coop/{}x{}{}{}{}{}", tile.bm, tile.bn, if geglu { "/geglu" } else { "" }, if grouped { "/grouped" } else { "" }, blocks.map_or(String::new(), |ty| format!("/{ty}")), if f16 { "/f16" } else { "" });
     let parts = blocks.map(quant16_parts).transpose()?;
     k.get(&name, || KernelSource {
         name: name.clone(),
-        code: tile.source_of(geglu, grouped, parts.as_deref()),
+        code: tile.source_of(geglu, grouped, parts.as_deref(), f16),
         entry: "main",
         buffers: vec![Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read],
     })

@@ -14,7 +14,7 @@ use rullama::store::{Catalog, ResolvedModel, StoreOptions, imported};
 use rullama::tokenizer::Tokenizer;
 use rullama::{Error, Result};
 
-pub use rullama::runtime::backend::{Backend, KvCacheType};
+pub use rullama::runtime::backend::{Backend, KvCacheType, PrefillPrecision};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -54,6 +54,10 @@ pub struct RunArgs {
     /// How the KV cache stores K and V (f16: half the GPU memory).
     #[arg(long, value_enum, default_value = "f32")]
     pub kv_cache: KvCacheType,
+    /// Prefill's products on tensor cores: f32-accurate, or of f16-rounded inputs (faster
+    /// prompts, logits further from the reference).
+    #[arg(long, value_enum, default_value = "f32")]
+    pub prefill_precision: PrefillPrecision,
     /// Print the engine and timing to stderr at the end.
     #[arg(long)]
     pub verbose: bool,
@@ -248,12 +252,13 @@ pub fn tokenize(store: &StoreOptions, model: &str, text: &str, bos: bool) -> Res
 }
 
 /// `one_by_one`: each token in a forward pass of its own (the decode path).
-pub fn logits(store: &StoreOptions, model: &str, tokens: &[u32], out: &Path, backend: Backend, one_by_one: bool) -> Result<()> {
+pub fn logits(store: &StoreOptions, model: &str, tokens: &[u32], out: &Path, backend: Backend, one_by_one: bool, prefill: PrefillPrecision) -> Result<()> {
     if tokens.is_empty() {
         return Err(Error::Input("--tokens is empty".into()));
     }
     let (_, f) = open(store, model)?;
-    let m = backend.load(f, &mut |_| {})?;
+    let mut m = backend.load(f, &mut |_| {})?;
+    m.set_prefill_precision(prefill);
     let vocab = m.config().vocab;
     let mut cache = m.new_cache(tokens.len());
     let no = AtomicBool::new(false);
@@ -286,6 +291,7 @@ pub fn run(store: &StoreOptions, a: &RunArgs) -> Result<()> {
         })?,
     };
     m.set_kv_cache_type(a.kv_cache);
+    m.set_prefill_precision(a.prefill_precision);
     let cfg = m.config();
     let prompt = if a.raw || !is_chat_model(&f) {
         if !a.raw {
@@ -351,6 +357,10 @@ pub struct BenchArgs {
     /// How the KV cache stores K and V (f16: half the GPU memory).
     #[arg(long, value_enum, default_value = "f32")]
     pub kv_cache: KvCacheType,
+    /// Prefill's products on tensor cores: f32-accurate, or of f16-rounded inputs (faster
+    /// prompts, logits further from the reference).
+    #[arg(long, value_enum, default_value = "f32")]
+    pub prefill_precision: PrefillPrecision,
     /// Repetitions; the best run is reported.
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
@@ -387,6 +397,8 @@ struct BenchReport {
     scratch_bytes: u64,
     /// Untimed runs made before the repetitions.
     warmup: usize,
+    /// What prefill's tensor-core products were set to (`--prefill-precision`).
+    prefill_precision: PrefillPrecision,
     /// Every repetition's figures, in order (the ones above are the best of them), so a
     /// comparison can take the same statistic from each engine (scripts/compare-llama-cpp).
     prefill_tok_s_reps: Vec<f64>,
@@ -409,6 +421,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
     let t0 = std::time::Instant::now();
     let mut m = a.backend.load(f, &mut |_| {})?;
     m.set_kv_cache_type(a.kv_cache);
+    m.set_prefill_precision(a.prefill_precision);
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = m.config().clone();
     // Ordinary-token ids spread over the vocabulary (no control tokens).
@@ -459,6 +472,7 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         cache_bytes: m.cache_bytes(ctx),
         scratch_bytes: m.scratch_bytes(),
         warmup: a.warmup,
+        prefill_precision: a.prefill_precision,
         prefill_tok_s_reps: ttfts.iter().map(|t| a.prompt_tokens as f64 / t).collect(),
         decode_tok_s_reps: decodes.iter().map(|t| a.gen_tokens as f64 / t).collect(),
     };
@@ -469,12 +483,13 @@ pub fn bench(store: &StoreOptions, a: &BenchArgs) -> Result<()> {
         return json(&report);
     }
     println!(
-        "{} on {} ({}): load {:.2} s | prefill {} tok: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | best of {} after {} untimed run{}; medians {:.1} / {:.1} tok/s | GPU memory ≈ {} weights + {} cache/activations + {} scratch",
+        "{} on {} ({}): load {:.2} s | prefill {} tok{}: {:.1} tok/s (TTFT {:.1} ms) | decode {} tok: {:.1} tok/s ({:.2} ms/tok) | best of {} after {} untimed run{}; medians {:.1} / {:.1} tok/s | GPU memory ≈ {} weights + {} cache/activations + {} scratch",
         report.model,
         report.device,
         report.backend,
         report.load_s,
         report.prompt_tokens,
+        if report.prefill_precision == PrefillPrecision::F16 { " (f16 products)" } else { "" },
         report.prefill_tok_s,
         report.ttft_ms,
         report.gen_tokens,
