@@ -18,7 +18,7 @@
 // per product instead of f16's 2^-11. With LO false (a model set to f16 prefill,
 // `Kernels::coop_f16`) the inputs are hi alone, rounded to the nearest f16, and each
 // result is one product summed in f32: no lo rows staged, loaded or multiplied (the lo
-// staging shrinks to one vec4, LON = 0). H200, E2B prefill of 512 tokens: +18% (forty-
+// staging shrinks to two vec4s, LON = 0). H200, E2B prefill of 512 tokens: +18% (forty-
 // eighth session).
 //
 // A workgroup computes BM tokens x BN rows. Each subgroup of 32 owns 32 tokens x 16·FR
@@ -169,7 +169,9 @@ fn put_half(v: Staged, c0: u32, lid: u32) {
 }
 
 var<workgroup> s_hi: array<vec4<f16>, ROWS * SKV>;
-var<workgroup> s_lo: array<vec4<f16>, ROWS * SKV * LON + 1u - LON>;
+// Without lo parts (LON = 0) two vec4s stand in: out_s's cooperative stores need their
+// slots 16-byte aligned, and with one (8 bytes) every result came out wrong on an H200.
+var<workgroup> s_lo: array<vec4<f16>, ROWS * SKV * LON + 2u * (1u - LON)>;
 // One 16 x 16 slot per subgroup for the results on their way out.
 var<workgroup> out_s: array<f32, SGM * SGN * 256u>;
 const NONE: u32 = 0xFFFFFFFFu;

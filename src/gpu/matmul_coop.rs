@@ -48,11 +48,11 @@ impl CoopTile {
     }
 
     /// The same for the variant of f16-rounded inputs (`f16`), which stages no lo rows
-    /// (one vec4 stands in for them).
+    /// (two vec4s stand in for them).
     pub fn workgroup_bytes_of(&self, f16: bool) -> usize {
         let subgroups = (self.bm / 32) * (self.bn / (16 * self.fr));
         let staged = (self.bm + self.bn) * 10 * 8;
-        staged + if f16 { 8 } else { staged } + subgroups * 1024
+        staged + if f16 { 16 } else { staged } + subgroups * 1024
     }
 
     /// The kernel's source for this tile, `geglu` for the variant that writes
