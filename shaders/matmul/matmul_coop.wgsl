@@ -279,54 +279,43 @@ fn main(
         for (var kk = k_first; kk < select(8u, k_first + 4u, OVERLAP); kk += 4u) {
             let ia = tm * 32u * SKV + kk;
             let ib = (BM + tn * 16u * FR) * SKV + kk;
+            let a0h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia], SKV);
+            let a1h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia + 16u * SKV], SKV);
+            // B = W^T: element (k, r) at r * SKV (vec4s) + k / 4, column-major.
+            let b0h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib], SKV);
+            let b1h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 16u * SKV], SKV);
+            h00 = coopMultiplyAdd(a0h, b0h, h00);
+            h01 = coopMultiplyAdd(a0h, b1h, h01);
+            h10 = coopMultiplyAdd(a1h, b0h, h10);
+            h11 = coopMultiplyAdd(a1h, b1h, h11);
+            // x's lo parts serve both groups of row fragments; without lo parts they stay
+            // unread copies of hi.
+            var a0l = a0h;
+            var a1l = a1h;
             if (LO) {
-                let a0h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia], SKV);
-                let a0l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia], SKV);
-                let a1h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia + 16u * SKV], SKV);
-                let a1l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia + 16u * SKV], SKV);
-                // B = W^T: element (k, r) at r * SKV (vec4s) + k / 4, column-major.
-                let b0h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib], SKV);
+                a0l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia], SKV);
+                a1l = coopLoadT<coop_mat16x16<f16, A>>(&s_lo[ia + 16u * SKV], SKV);
                 let b0l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib], SKV);
-                let b1h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 16u * SKV], SKV);
                 let b1l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 16u * SKV], SKV);
-                h00 = coopMultiplyAdd(a0h, b0h, h00);
-                h01 = coopMultiplyAdd(a0h, b1h, h01);
-                h10 = coopMultiplyAdd(a1h, b0h, h10);
-                h11 = coopMultiplyAdd(a1h, b1h, h11);
                 l00 = coopMultiplyAdd(a0l, b0h, coopMultiplyAdd(a0h, b0l, l00));
                 l01 = coopMultiplyAdd(a0l, b1h, coopMultiplyAdd(a0h, b1l, l01));
                 l10 = coopMultiplyAdd(a1l, b0h, coopMultiplyAdd(a1h, b0l, l10));
                 l11 = coopMultiplyAdd(a1l, b1h, coopMultiplyAdd(a1h, b1l, l11));
-                if (FR == 4u) {
-                    let b2h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 32u * SKV], SKV);
+            }
+            if (FR == 4u) {
+                let b2h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 32u * SKV], SKV);
+                let b3h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 48u * SKV], SKV);
+                h02 = coopMultiplyAdd(a0h, b2h, h02);
+                h03 = coopMultiplyAdd(a0h, b3h, h03);
+                h12 = coopMultiplyAdd(a1h, b2h, h12);
+                h13 = coopMultiplyAdd(a1h, b3h, h13);
+                if (LO) {
                     let b2l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 32u * SKV], SKV);
-                    let b3h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 48u * SKV], SKV);
                     let b3l = coopLoad<coop_mat16x16<f16, B>>(&s_lo[ib + 48u * SKV], SKV);
-                    h02 = coopMultiplyAdd(a0h, b2h, h02);
-                    h03 = coopMultiplyAdd(a0h, b3h, h03);
-                    h12 = coopMultiplyAdd(a1h, b2h, h12);
-                    h13 = coopMultiplyAdd(a1h, b3h, h13);
                     l02 = coopMultiplyAdd(a0l, b2h, coopMultiplyAdd(a0h, b2l, l02));
                     l03 = coopMultiplyAdd(a0l, b3h, coopMultiplyAdd(a0h, b3l, l03));
                     l12 = coopMultiplyAdd(a1l, b2h, coopMultiplyAdd(a1h, b2l, l12));
                     l13 = coopMultiplyAdd(a1l, b3h, coopMultiplyAdd(a1h, b3l, l13));
-                }
-            } else {
-                let a0h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia], SKV);
-                let a1h = coopLoadT<coop_mat16x16<f16, A>>(&s_hi[ia + 16u * SKV], SKV);
-                let b0h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib], SKV);
-                let b1h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 16u * SKV], SKV);
-                h00 = coopMultiplyAdd(a0h, b0h, h00);
-                h01 = coopMultiplyAdd(a0h, b1h, h01);
-                h10 = coopMultiplyAdd(a1h, b0h, h10);
-                h11 = coopMultiplyAdd(a1h, b1h, h11);
-                if (FR == 4u) {
-                    let b2h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 32u * SKV], SKV);
-                    let b3h = coopLoad<coop_mat16x16<f16, B>>(&s_hi[ib + 48u * SKV], SKV);
-                    h02 = coopMultiplyAdd(a0h, b2h, h02);
-                    h03 = coopMultiplyAdd(a0h, b3h, h03);
-                    h12 = coopMultiplyAdd(a1h, b2h, h12);
-                    h13 = coopMultiplyAdd(a1h, b3h, h13);
                 }
             }
         }
