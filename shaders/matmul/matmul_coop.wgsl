@@ -18,8 +18,9 @@
 // per product instead of f16's 2^-11. With LO false (a model set to f16 prefill,
 // `Kernels::coop_f16`) the inputs are hi alone, rounded to the nearest f16, and each
 // result is one product summed in f32: no lo rows staged, loaded or multiplied (the lo
-// staging shrinks to two vec4s, LON = 0). H200, E2B prefill of 512 tokens: +18% (forty-
-// eighth session).
+// staging shrinks to two vec4s, LON = 0), and every shape takes the small tile
+// (`gpu::matmul_coop::tile_for`). H200, E2B prefill of 512 tokens: +39% (forty-eighth
+// session).
 //
 // A workgroup computes BM tokens x BN rows. Each subgroup of 32 owns 32 tokens x 16·FR
 // rows (FR = 2 or 4) as 2 x FR fragments of 16 x 16, in named variables: arrays of

@@ -105,7 +105,16 @@ impl CoopTile {
 /// LARGE_MIN_COLS stay on 64 × 64 tiles: too few steps for the staged rows' reuse to pay
 /// for a grid of a third of the SMs, and too few columns to split (E2B's per-layer
 /// projection, 1536 × 256: 48 workgroups of 128 × 128 against 192 of 64 × 64).
+/// Products of f16-rounded inputs (`Kernels::coop_f16`) take the small tile at every
+/// shape: at 90 registers and 14 KB several of its workgroups share an SM, where the large
+/// one (119-144 registers) held one or two. H200, f16 products, prefill tok/s (best of 5 /
+/// 3, two alternated rounds): E2B 512 tokens 15,252 / 15,270 with the rule above against
+/// 17,431 / 17,624 (only [gate; up] small: 16,765 / 16,877); E2B 2048 tokens 16,645 /
+/// 16,662 against 21,144 / 21,133; E4B 512 tokens 7,931 / 7,958 against 9,835 / 9,776.
 fn tile_for(k: &Kernels, rows: usize, cols: usize, n: usize, routed: bool) -> CoopTile {
+    if k.coop_f16() {
+        return COOP_SMALL;
+    }
     let few = rows.div_ceil(COOP_SMALL.bn) * n.div_ceil(COOP_SMALL.bm) < SPLIT_BELOW;
     let tall = cols >= LARGE_MIN_COLS && (rows >= 8192 || (rows >= 1536 && !routed && (few || cols >= 2048)));
     let large = tall && n >= 256 && COOP_LARGE.workgroup_bytes() <= k.gpu.limits.max_compute_workgroup_storage_size as usize;
