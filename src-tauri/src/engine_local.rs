@@ -129,6 +129,7 @@ impl<M: TextModel + Send> Backend for TextBackend<M> {
     }
 
     fn generate(&mut self, req: &GenRequest, cancel: &AtomicBool, on_token: &mut dyn FnMut(&str)) -> rullama::Result<GenEnd> {
+        self.model.set_prefill_precision(req.prefill);
         let opts = GenerateOptions { max_tokens: req.max_tokens, sampling: req.sampling.clone() };
         let stats = runtime::generate(&self.model, &self.tokenizer, req.prompt, req.context, &opts, cancel, |t| on_token(&t.text))?;
         Ok(GenEnd {

@@ -119,13 +119,6 @@ impl LoadedModel {
         }
     }
 
-    /// Prefill's products from now on take `p` (the GPU's tensor cores only).
-    pub fn set_prefill_precision(&mut self, p: PrefillPrecision) {
-        if let LoadedModel::Gpu(m) = self {
-            m.set_prefill_f16(p == PrefillPrecision::F16);
-        }
-    }
-
     /// Bytes a KV cache of `capacity` tokens (plus activation buffers on the GPU) takes.
     pub fn cache_bytes(&self, capacity: usize) -> u64 {
         match self {
@@ -137,6 +130,12 @@ impl LoadedModel {
 
 impl TextModel for LoadedModel {
     type Cache = Cache;
+
+    fn set_prefill_precision(&mut self, p: PrefillPrecision) {
+        if let LoadedModel::Gpu(m) = self {
+            m.set_prefill_f16(p == PrefillPrecision::F16);
+        }
+    }
 
     fn config(&self) -> &Config {
         match self {

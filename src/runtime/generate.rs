@@ -50,6 +50,10 @@ pub trait TextModel {
     ) -> Result<()> {
         decode_stepwise(self, first, cache, sampler, history, cancel, on)
     }
+
+    /// Prefill's products from now on take `p` where the backend has that choice (the GPU's
+    /// tensor cores, `GpuModel::set_prefill_f16`); elsewhere products stay f32.
+    fn set_prefill_precision(&mut self, _p: super::backend::PrefillPrecision) {}
 }
 
 /// `TextModel::decode` one `next_token` call per token.

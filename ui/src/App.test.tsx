@@ -367,7 +367,7 @@ describe('history', () => {
 });
 
 describe('settings', () => {
-  it('switches the theme live and saves theme, font size, adapter and default model', async () => {
+  it('switches the theme live and saves theme, font size, adapter, prompt processing and default model', async () => {
     const backend = installFakeBackend({ models: [model('gemma3:270m'), model('bad', { status: { broken: { kind: 'missing_model_layer' } } })] });
     const user = await start(backend);
     expect(document.documentElement.dataset.theme).toBe('system');
@@ -382,6 +382,9 @@ describe('settings', () => {
     await waitFor(() => expect(screen.getByRole('option', { name: 'NVIDIA H100 (Vulkan)' })).toBeInTheDocument());
     await user.selectOptions(screen.getByRole('combobox', { name: 'GPU' }), 'NVIDIA H100 (Vulkan)');
     await user.selectOptions(screen.getByRole('combobox', { name: /^Context length/ }), '8192');
+    const prompts = screen.getByRole('combobox', { name: /^Prompt processing/ });
+    expect(prompts).toHaveValue('f32');
+    await user.selectOptions(prompts, 'Faster (f16)');
     await user.click(screen.getByRole('button', { name: 'Save settings' }));
 
     await waitFor(() => expect(backend.callsTo('set_settings')).toHaveLength(1));
@@ -390,6 +393,7 @@ describe('settings', () => {
       default_model: 'gemma3:270m',
       gpu_adapter: 'NVIDIA H100 (Vulkan)',
       context_length: 8192,
+      prefill_precision: 'f16',
       font_size: 15,
     });
   });

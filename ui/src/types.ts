@@ -120,11 +120,15 @@ export type StreamEvent =
 
 export type Theme = 'light' | 'dark' | 'system';
 
+export type PrefillPrecision = 'f32' | 'f16';
+
 export interface Settings {
   version: number;
   default_model: string | null;
   context_length: number | null;
   gpu_adapter: string | null;
+  /** How prompts are read on GPUs with tensor cores: f32-accurate, or f16 products (faster). */
+  prefill_precision: PrefillPrecision;
   theme: Theme;
   font_size: number;
 }

@@ -99,6 +99,7 @@ export function installFakeBackend(init: Init = {}) {
     default_model: null,
     context_length: null,
     gpu_adapter: null,
+    prefill_precision: 'f32',
     theme: 'system',
     font_size: 15,
     ...init.settings,

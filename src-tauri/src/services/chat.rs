@@ -125,6 +125,7 @@ impl ChatService {
             thinking,
             sampling: chat.sampling,
             context: self.settings.get().context_length.map(|n| n as usize),
+            prefill: self.settings.get().prefill_precision,
         };
         self.worker.generate(job, Box::new(recorder));
         Ok(Reply { user_message_id: user_id, assistant_message_id: assistant_id, done })

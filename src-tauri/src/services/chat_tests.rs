@@ -280,6 +280,25 @@ fn without_a_model_nothing_is_written() {
     assert!(matches!(a.s.chat.send_message(chat, "hello", None, false, sink), Err(AppError::NoModel)));
 }
 
+/// The prompt precision in Settings reaches each reply's request: f32-accurate by default,
+/// f16 products from the first reply after the person chooses them.
+#[test]
+fn the_prefill_precision_setting_reaches_each_reply() {
+    use rullama::runtime::backend::PrefillPrecision;
+    let a = loaded(ScriptEngine::new(&["ok"]));
+    let chat = a.s.history.create_chat(None).unwrap().id;
+    let send = |text: &str| {
+        let reply = a.s.chat.send_message(chat, text, None, false, Arc::new(Collect::default())).unwrap();
+        wait(&reply);
+    };
+    send("first");
+    let mut settings = a.s.settings.get();
+    settings.prefill_precision = PrefillPrecision::F16;
+    a.s.settings.set(settings).unwrap();
+    send("second");
+    assert_eq!(*a.engine.prefills.lock().unwrap(), [PrefillPrecision::F32, PrefillPrecision::F16]);
+}
+
 #[test]
 fn a_conversation_longer_than_the_context_is_a_clear_error() {
     let a = loaded(ScriptEngine::new(&["x"]));

@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use rullama::chat::Template;
 use rullama::runtime::SamplingOptions;
+use rullama::runtime::backend::PrefillPrecision;
 use rullama::store::ResolvedModel;
 use serde::Serialize;
 
@@ -49,6 +50,8 @@ pub struct GenRequest<'a> {
     pub context: usize,
     pub max_tokens: usize,
     pub sampling: SamplingOptions,
+    /// How the prompt's products run, where the engine has the choice.
+    pub prefill: PrefillPrecision,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use rullama::chat::{Event, Message as ChatMessage, Parser, RenderOptions, Template};
 use rullama::runtime::SamplingOptions;
+use rullama::runtime::backend::PrefillPrecision;
 
 use super::engine::{Backend, GenEnd, GenRequest};
 use super::history::Sampling;
@@ -24,6 +25,8 @@ pub struct GenerateJob {
     /// Context the person asked for (Settings; `None`: the model's own); capped by the
     /// model's limit.
     pub context: Option<usize>,
+    /// How the prompt's products run (Settings).
+    pub prefill: PrefillPrecision,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,7 +74,7 @@ pub fn run(
     let gemma4 = matches!(template, Template::Gemma4Small | Template::Gemma4Large);
     let mut parser = (chat && gemma4).then(|| Parser::for_prompt(&prompt_text));
     let sampling = sampling_options(&job.sampling);
-    let req = GenRequest { prompt: &prompt, context: context_max, max_tokens: job.sampling.max_tokens.map_or(usize::MAX, |n| n as usize), sampling };
+    let req = GenRequest { prompt: &prompt, context: context_max, max_tokens: job.sampling.max_tokens.map_or(usize::MAX, |n| n as usize), sampling, prefill: job.prefill };
 
     let prompt_tokens = prompt.len() as u32;
     let stats = |reply_tokens: u32, tok_s: f64| GenStats {

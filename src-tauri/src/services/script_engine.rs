@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rullama::chat::Template;
+use rullama::runtime::backend::PrefillPrecision;
 use rullama::store::ResolvedModel;
 
 use super::engine::{Backend, Engine, GenEnd, GenRequest, LoadProgress};
@@ -28,6 +29,8 @@ pub struct ScriptEngine {
     pub prompts: Arc<Mutex<Vec<String>>>,
     /// Names of the models loaded, in order.
     pub loads: Arc<Mutex<Vec<String>>>,
+    /// Each reply's prefill precision, in order.
+    pub prefills: Arc<Mutex<Vec<PrefillPrecision>>>,
 }
 
 impl ScriptEngine {
@@ -41,6 +44,7 @@ impl ScriptEngine {
             chat: true,
             prompts: Arc::default(),
             loads: Arc::default(),
+            prefills: Arc::default(),
         }
     }
 
@@ -86,6 +90,7 @@ impl Backend for ScriptEngine {
     }
 
     fn generate(&mut self, req: &GenRequest, cancel: &AtomicBool, on_token: &mut dyn FnMut(&str)) -> rullama::Result<GenEnd> {
+        self.prefills.lock().unwrap().push(req.prefill);
         let start = Instant::now();
         let mut n = 0;
         let stop = loop {

@@ -9,6 +9,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use rullama::runtime::backend::PrefillPrecision;
+
 use crate::atomic;
 use crate::error::{AppError, AppResult};
 
@@ -38,6 +40,10 @@ pub struct Settings {
     /// GPU adapter, as `list_adapters` names it; `None` picks the best one. Applies at the
     /// next start.
     pub gpu_adapter: Option<String>,
+    /// How prompts are read on GPUs with tensor cores: f32-accurate products, or products
+    /// of f16-rounded inputs (faster, logits a little further from the reference). Applies
+    /// from the next reply.
+    pub prefill_precision: PrefillPrecision,
     pub theme: Theme,
     /// Base font size in CSS pixels.
     pub font_size: u32,
@@ -50,6 +56,7 @@ impl Default for Settings {
             default_model: None,
             context_length: Some(8192),
             gpu_adapter: None,
+            prefill_precision: PrefillPrecision::F32,
             theme: Theme::System,
             font_size: 15,
         }
@@ -181,6 +188,7 @@ mod tests {
         let s = SettingsStore::open(&path).get();
         assert_eq!(s.theme, Theme::Light);
         assert_eq!(s.context_length, Settings::default().context_length);
+        assert_eq!(s.prefill_precision, PrefillPrecision::F32);
     }
 
     #[test]

@@ -134,7 +134,7 @@ describe('chat service', () => {
 
 describe('settings service', () => {
   it('reads and writes settings and lists adapters', async () => {
-    const s: Settings = { version: 1, default_model: null, context_length: 4096, gpu_adapter: null, theme: 'dark', font_size: 16 };
+    const s: Settings = { version: 1, default_model: null, context_length: 4096, gpu_adapter: null, prefill_precision: 'f32', theme: 'dark', font_size: 16 };
     const calls = record((cmd) => (cmd === 'get_settings' ? s : cmd === 'list_adapters' ? ['A'] : null));
     await expect(settings.getSettings()).resolves.toEqual(s);
     await settings.setSettings(s);
