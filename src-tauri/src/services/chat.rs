@@ -120,12 +120,13 @@ impl ChatService {
             last_stats: None,
             done: done_tx,
         };
+        let settings = self.settings.get();
         let job = GenerateJob {
             messages,
             thinking,
             sampling: chat.sampling,
-            context: self.settings.get().context_length.map(|n| n as usize),
-            prefill: self.settings.get().prefill_precision,
+            context: settings.context_length.map(|n| n as usize),
+            prefill: settings.prefill_precision,
         };
         self.worker.generate(job, Box::new(recorder));
         Ok(Reply { user_message_id: user_id, assistant_message_id: assistant_id, done })
