@@ -323,11 +323,19 @@ pub fn split_k_sum(k: &Kernels, b: &mut Batch, part: &wgpu::Buffer, (splits, n, 
     launch(k, b, "split_k_sum", &[shaders::SPLIT_K_SUM], &[Access::Read, Access::ReadWrite], &[part, y], (n * rows).div_ceil(256), |gx| SumParams { groups_x: gx, ..p })
 }
 
+/// hi_lo.wgsl's hi_part: `v` with its significand cut to f16's 10 bits (first rounded to
+/// the nearest f16, ties away from zero, with `round`, below f16's range), 0 below f16's
+/// smallest normal.
+fn hi_part_cpu(v: f32, round: bool) -> f32 {
+    let up = if round && v.abs() < 65504.0 { 0x1000 } else { 0 };
+    let cut = f32::from_bits(v.to_bits().wrapping_add(up) & 0xFFFF_E000);
+    if v.abs() < 6.103_515_6e-5 { 0.0 } else { cut }
+}
+
 /// What `split_f16.wgsl` computes for one value already scaled: `(hi, lo)` with
 /// `v = hi + lo · 2^-11` to ~2^-22 relative.
 pub fn split_f16_cpu(v: f32) -> (half::f16, half::f16) {
-    let cut = f32::from_bits(v.to_bits() & 0xFFFF_E000);
-    let hi = if v.abs() < 6.103_515_6e-5 { 0.0 } else { cut };
+    let hi = hi_part_cpu(v, false);
     (half::f16::from_f32(hi), half::f16::from_f32((v - hi) * 2048.0))
 }
 
@@ -335,9 +343,7 @@ pub fn split_f16_cpu(v: f32) -> (half::f16, half::f16) {
 /// rounded to the nearest f16, ties away from zero, 0 below f16's smallest normal; past
 /// f16's range only cut, as `split_f16_cpu` does.
 pub fn round_f16_cpu(v: f32) -> half::f16 {
-    let up = if v.abs() < 65504.0 { 0x1000 } else { 0 };
-    let cut = f32::from_bits(v.to_bits().wrapping_add(up) & 0xFFFF_E000);
-    half::f16::from_f32(if v.abs() < 6.103_515_6e-5 { 0.0 } else { cut })
+    half::f16::from_f32(hi_part_cpu(v, true))
 }
 
 /// One job of split_f16.wgsl: `rows` rows of `cols` elements of type `ty` in `src` (row `i`
