@@ -10,7 +10,7 @@
 // prefill +2% for the weights, +2.7% more for x).
 // A second job may ride along: rows of f32 activations (x of the same matmul; columns
 // `x_col_stride` apart, so a matrix can be read transposed) split the same way into their
-// own buffers, one workgroup a row after the first job's, so a tensor-core matmul needs
+// own buffers, one workgroup a row before the first job's, so a tensor-core matmul needs
 // one split dispatch rather than two (each dependent dispatch costs a few µs of barrier
 // and launch; a dispatch of its own for the row scales below cost E2B / 270M prefill 6%
 // / 11% on the H100).
@@ -95,12 +95,14 @@ const WG: u32 = 256u;
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let g = wg.x + wg.y * p.groups_x;
-    // Workgroups past the first job's take an x row each.
-    let w_groups = (p.total + WG - 1u) / WG;
-    if (g < w_groups) {
-        weight_group(g * WG + lid);
-    } else if (g - w_groups < p.x_rows_pad) {
-        x_row(g - w_groups, lid);
+    // The first x_rows_pad workgroups take an x row each, the rest the first job's groups.
+    // An x row is a chain of waits (its maximum across the workgroup, then its groups):
+    // started first, the weight groups behind it hide that chain, where as the grid's last
+    // workgroups they added it to the end of the dispatch.
+    if (g < p.x_rows_pad) {
+        x_row(g, lid);
+    } else {
+        weight_group((g - p.x_rows_pad) * WG + lid);
     }
 }
 
