@@ -97,8 +97,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let g = wg.x + wg.y * p.groups_x;
     // The first x_rows_pad workgroups take an x row each, the rest the first job's groups.
     // An x row is a chain of waits (its maximum across the workgroup, then its groups):
-    // started first, the weight groups behind it hide that chain, where as the grid's last
-    // workgroups they added it to the end of the dispatch.
+    // started first, those chains run under the weight groups behind them; as the grid's
+    // last workgroups they made the end of the dispatch.
     if (g < p.x_rows_pad) {
         x_row(g, lid);
     } else {
