@@ -1100,21 +1100,28 @@ fn split_k_sum_matches_cpu() {
 
 /// The split-K plan covers every column once, in ranges that are multiples of 32 and (when
 /// split) at least 256 columns long; grids of 256 workgroups or more are not split, and
-/// E2B's 48-workgroup o and down projections get the measured 8 and 11 splits.
+/// E2B's o and down projections get the measured splits: 8 and 11 of 48 workgroups
+/// (128 × 128, f32-accurate), 6 of 192 (64 × 64, f16 products).
 #[test]
 fn split_k_plan_covers_columns() {
-    use rullama::gpu::matmul_coop::split_k_plan;
-    for groups in [1, 7, 32, 48, 192, 255, 256, 511, 512, 4000] {
-        for cols in [32, 256, 640, 1536, 2048, 6144, 16384] {
-            let (splits, per) = split_k_plan(groups, cols);
-            assert!(splits >= 1 && per % 32 == 0, "groups {groups} cols {cols}");
-            assert!(splits * per >= cols && (splits - 1) * per < cols, "groups {groups} cols {cols}: {splits} x {per}");
-            assert!(splits == 1 || per >= 256, "groups {groups} cols {cols}: {splits} x {per}");
-            assert!(groups < 256 || splits == 1, "groups {groups} cols {cols}: {splits} x {per}");
+    use rullama::gpu::matmul_coop::{split_k_plan, split_target};
+    for f16 in [false, true] {
+        let target = split_target(f16);
+        for groups in [1, 7, 32, 48, 192, 255, 256, 511, 512, 4000] {
+            for cols in [32, 256, 640, 1536, 2048, 6144, 16384] {
+                let (splits, per) = split_k_plan(groups, cols, target);
+                assert!(splits >= 1 && per % 32 == 0, "groups {groups} cols {cols}");
+                assert!(splits * per >= cols && (splits - 1) * per < cols, "groups {groups} cols {cols}: {splits} x {per}");
+                assert!(splits == 1 || per >= 256, "groups {groups} cols {cols}: {splits} x {per}");
+                assert!(groups < 256 || splits == 1, "groups {groups} cols {cols}: {splits} x {per}");
+            }
         }
     }
-    assert_eq!(split_k_plan(48, 2048).0, 8);
-    assert_eq!(split_k_plan(48, 6144).0, 11);
+    assert_eq!(split_k_plan(48, 2048, split_target(false)).0, 8);
+    assert_eq!(split_k_plan(48, 6144, split_target(false)).0, 11);
+    assert_eq!(split_k_plan(192, 2048, split_target(true)).0, 6);
+    assert_eq!(split_k_plan(192, 6144, split_target(true)).0, 6);
+    assert_eq!(split_k_plan(192, 2048, split_target(false)).0, 3);
 }
 
 /// Each type's `dq16` (16 elements of a row at once, which the tensor-core product uses

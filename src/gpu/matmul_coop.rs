@@ -287,12 +287,26 @@ const SPLIT_BELOW: usize = 256;
 /// (aiming at 512 for every grid) gave 11.00-11.03k: [gate; up]'s 384 workgroups lose more
 /// to the partials than to waves.
 const SPLIT_TARGET: usize = 512;
+/// The target for products of f16-rounded inputs: all on the 64 × 64 tile (90 registers,
+/// several workgroups an SM), so a grid fills the GPU only at more workgroups. H200, E2B
+/// prefill 512, two alternated rounds (tok/s, best of 5): 512: 17,929 / 18,056; 1024:
+/// 18,504 / 18,423; 2048: 18,084 / 18,077 (it moves only o and down, 192 workgroups: 3
+/// splits -> 6). The same 1024 with f32-accurate products: 12,133 / 12,164 against
+/// 12,696 / 12,660, hence two targets.
+const SPLIT_TARGET_F16: usize = 1024;
 const SPLIT_MIN_COLS: usize = 256;
 
-/// Column ranges for a product of `groups` workgroups over `cols` columns: `(splits,
-/// columns per split)`, the latter a multiple of COLS_MULTIPLE.
-pub fn split_k_plan(groups: usize, cols: usize) -> (usize, usize) {
-    let want = if groups < SPLIT_BELOW { SPLIT_TARGET.div_ceil(groups.max(1)).min(cols / SPLIT_MIN_COLS).max(1) } else { 1 };
+/// The workgroups a split grid aims at for products of f16-rounded inputs (`f16`) or
+/// f32-accurate ones.
+pub fn split_target(f16: bool) -> usize {
+    if f16 { SPLIT_TARGET_F16 } else { SPLIT_TARGET }
+}
+
+/// Column ranges for a product of `groups` workgroups over `cols` columns, aiming at
+/// `target` workgroups (`split_target`): `(splits, columns per split)`, the latter a
+/// multiple of COLS_MULTIPLE.
+pub fn split_k_plan(groups: usize, cols: usize, target: usize) -> (usize, usize) {
+    let want = if groups < SPLIT_BELOW { target.div_ceil(groups.max(1)).min(cols / SPLIT_MIN_COLS).max(1) } else { 1 };
     let per = cols.div_ceil(want).div_ceil(COLS_MULTIPLE) * COLS_MULTIPLE;
     (cols.div_ceil(per), per)
 }
@@ -751,7 +765,7 @@ pub(crate) fn matmul_coop(
                 (wh, wl)
             };
             let tiles = (rp / bn) * (n_pad / bm);
-            let (mut splits, mut split_cols) = split_k_plan(tiles, cols);
+            let (mut splits, mut split_cols) = split_k_plan(tiles, cols, split_target(k.coop_f16()));
             // Partials must fit one binding; split_k_sum does not route, and GeGLU needs
             // whole sums.
             if (splits * n * rc * 4) as u64 > k.gpu.max_binding() || out.route.is_some() || out.geglu {
