@@ -307,6 +307,8 @@ fn partials(k: &Kernels, rows: usize, splits: usize, v_head_dim: usize) -> Resul
 /// to four splits (one round), 8 past them: against 8 everywhere, E2B +0.4% after 16
 /// tokens (488.5-488.8 -> 490.2-491.3), the 270M +0.7% (1,610-1,619 -> 1,625-1,631), the
 /// same after 512 (both take 8 there; thirty-ninth session, three / two alternated runs).
+/// 16 or 32 past 8 splits (E2B after 512: one or two batches instead of two to four) -1.3%
+/// / -4.5% (fifty-first session).
 fn merge_batch(splits: usize) -> usize {
     if splits <= 4 { 4 } else { 8 }
 }
@@ -425,7 +427,9 @@ const CHUNK_ALIGN: usize = 16;
 /// 1,513–1,518 against 1,476 and 1,481–1,488); at 512, 16 (16-key tiles: half the K and
 /// V each invocation holds) beat 8 (E2B 426.6–426.8 against 422.1–424.0; the kernel
 /// 21.1 against 23.6 µs). 32 at 512 gained 0.2% with f32 caches at 512 keys and lost
-/// 1.5% with f16 caches at 4096 (8-key tiles: twice the tiles per split).
+/// 1.5% with f16 caches at 4096 (8-key tiles: twice the tiles per split). With the
+/// kernel's own merge (fifty-first session, H200, E2B tg128 after 512 tokens): 4 at 256
+/// (64-key tiles, 8 splits: one merge batch) -1.1%, 8 at 512 -1.5%.
 fn decode_s(hd: usize) -> usize {
     if hd >= 512 { 16 } else { 8 }
 }
@@ -444,7 +448,9 @@ fn decode_tile(hd: usize) -> usize {
     DECODE_WG / decode_s(hd)
 }
 
-/// Invocations per workgroup of attention_decode.wgsl (its WG).
+/// Invocations per workgroup of attention_decode.wgsl (its WG). 512 or 1024 (tiles of 64
+/// or 128 keys at head size 256, half or a quarter of the splits to merge) cost E2B decode
+/// 2.5% / 16% after 512 tokens on an H200: reductions and barriers over more subgroups.
 const DECODE_WG: usize = 256;
 
 /// How many splits of how many keys (a multiple of `align`) for `groups` workgroups of up
