@@ -308,7 +308,8 @@ fn partials(k: &Kernels, rows: usize, splits: usize, v_head_dim: usize) -> Resul
 /// tokens (488.5-488.8 -> 490.2-491.3), the 270M +0.7% (1,610-1,619 -> 1,625-1,631), the
 /// same after 512 (both take 8 there; thirty-ninth session, three / two alternated runs).
 /// 16 or 32 past 8 splits (E2B after 512: one or two batches instead of two to four) -1.3%
-/// / -4.5% (fifty-first session).
+/// / -4.5% (fifty-first session). With the pairs in workgroup memory (MB × MERGE_PER
+/// registers, MB 16 for 16-32 splits) -1.8% (fifty-second session).
 fn merge_batch(splits: usize) -> usize {
     if splits <= 4 { 4 } else { 8 }
 }
