@@ -382,7 +382,7 @@ fn attention_matches_cpu_on(k: &Kernels) {
         (260, 4, 1, 256, 256, 30, 0, 0.0625),
         (270, 2, 1, 64, 36, 3, 0, 0.3),
         // Two query tokens after a long history: attention_tiled.wgsl splits its one block
-        // of rows 313 ways, more splits than the merge has invocations (40 batches of 8).
+        // of rows 313 ways, the longest merge of any case (40 batches of 8).
         (2, 2, 1, 64, 64, 5000, 0, 0.125),
     ];
     // The caches are read in 4-element words: a V width that is not a multiple of 4 is refused.
