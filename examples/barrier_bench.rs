@@ -7,7 +7,8 @@
 //! chain's count came out right. Compare with `decode_bench`'s "one workgroup, 0 barriers"
 //! line, the same chain through wgpu.
 //!
-//! `cargo run --release --example barrier_bench [n]`
+//! `cargo run --release --example barrier_bench [n] [workgroups,...] [invocations]`
+//! (defaults: 500 dispatches, 1 and 132 workgroups of 64 invocations)
 
 use ash::vk;
 
@@ -24,7 +25,7 @@ const SHADER: &str = "
 struct P { i: u32 }
 @group(0) @binding(0) COHERENT var<storage, read_write> b: array<u32>;
 @group(0) @binding(1) var<uniform> p: P;
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) l: u32) {
     if (l == 0u) {
         let v = b[0];
@@ -52,8 +53,11 @@ enum Sync {
 }
 
 fn main() {
-    let n: u32 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(500);
-    unsafe { run(n) }
+    let args: Vec<String> = std::env::args().collect();
+    let n: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(500);
+    let groups: Vec<u32> = args.get(2).map_or(vec![1, 132], |a| a.split(',').filter_map(|g| g.parse().ok()).collect());
+    let size: u32 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(64);
+    unsafe { run(n, &groups, size) }
 }
 
 /// A buffer bound to memory of the first type with `want` (else with `fallback`), mapped
@@ -82,7 +86,7 @@ unsafe fn buffer(
     }
 }
 
-unsafe fn run(n: u32) {
+unsafe fn run(n: u32, groups: &[u32], invocations: u32) {
     unsafe {
         let (_entry, instance, pd) = vk_device::pick(vk::API_VERSION_1_2);
         let t = vk_timed::timed(&instance, pd, vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS);
@@ -122,7 +126,7 @@ unsafe fn run(n: u32) {
         let layouts = [dsl];
         let pl = device.create_pipeline_layout(&vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts), None).unwrap();
         let pipeline = |coherent: bool| {
-            let code = vk_timed::spirv(&SHADER.replace("COHERENT", if coherent { "@coherent" } else { "" }));
+            let code = vk_timed::spirv(&SHADER.replace("COHERENT", if coherent { "@coherent" } else { "" }).replace("WG_SIZE", &invocations.to_string()));
             let module = device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None).unwrap();
             let stage = vk::PipelineShaderStageCreateInfo::default().stage(vk::ShaderStageFlags::COMPUTE).module(module).name(c"main");
             device.create_compute_pipelines(vk::PipelineCache::null(), &[vk::ComputePipelineCreateInfo::default().stage(stage).layout(pl)], None).unwrap()[0]
@@ -189,8 +193,8 @@ unsafe fn run(n: u32) {
             let us = t.submit() / n as f64;
             (us, if count.is_null() { u32::MAX } else { count.read_volatile() })
         };
-        println!("{n} dispatches a chain; b[0] should end at {n}");
-        for groups in [1u32, 132] {
+        println!("{n} dispatches a chain of workgroups of {invocations} invocations; b[0] should end at {n}");
+        for &groups in groups {
             for sync in [Sync::None, Sync::ComputeGlobal, Sync::ComputeBuffer, Sync::WgpuBuffer, Sync::AllCommands, Sync::ExecutionOnly, Sync::Event] {
                 for coherent in [false, true] {
                     let _ = time(sync, groups, coherent);
