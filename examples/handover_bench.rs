@@ -12,7 +12,7 @@
 //! gives up after 2^24 rounds and counts a failure, so a launch order that starved a
 //! producer would show as an error, not a hang. Prints µs per dispatch.
 //!
-//! What it found on an H200 (docs/performance.md, forty-sixth session): with weights loaded
+//! What it found on an H200 (docs/performance-log.md, forty-sixth session): with weights loaded
 //! before the wait a hand-over saves 1.3-2.4 µs a dispatch against a barrier, without them
 //! it loses 0.3-0.6 µs past ~100 workgroups; the same scheme in the engine's decode lost.
 //!

@@ -31,7 +31,7 @@
 // after the last tile. One element per invocation and key took a load per element: H100,
 // E2B decode attention 17.3 / 25.6 µs at head size 256 / 512 (without reading V at all,
 // timing only: 14.7 / 19.5), now 16.4 / 21.1 (with S = 16 at 512); E2B decode 417.6-417.9
-// -> 426.6-426.8 tok/s, 391 -> 412 at depth 4096 (docs/performance.md).
+// -> 426.6-426.8 tok/s, 391 -> 412 at depth 4096 (docs/performance-log.md).
 const WG: u32 = 256u;
 const KT: u32 = WG / S;
 const PER: u32 = MAX_HD / WG;

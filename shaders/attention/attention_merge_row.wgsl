@@ -11,7 +11,7 @@
 // pairs loaded once into workgroup memory instead, one invocation a pair, with batches of
 // up to 32 partials an invocation, so half the waits at decode's 16-32 splits: slower, H200
 // E2B decode after 512 tokens -1.8%, registers unchanged; so was merging 4 dimensions an
-// invocation with a quarter of the invocations, -0.9%; docs/performance.md, 52nd session.)
+// invocation with a quarter of the invocations, -0.9%; docs/performance-log.md, 52nd session.)
 // The includer defines WG (≥ 256), merge_part(i) (element i of the partials: row r's split
 // s at (r * splits + s) * (v_head_dim + 2), as attention_common.wgsl stores them) and
 // merge_out(i, v) (element i = r * v_head_dim + d of the row-major output), and

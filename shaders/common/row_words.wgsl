@@ -3,7 +3,7 @@
 // compiler does with loops. Kernels load the four words of a buffer in one expression at
 // clamped indices (`Row.k`), so every load is unconditional and in flight before the
 // first is used (in decode a one-workgroup kernel's chain of waits is its whole cost;
-// docs/performance.md, forty-third session), and `Row.ok` keeps the words past the row
+// docs/performance-log.md, forty-third session), and `Row.ok` keeps the words past the row
 // out of sums and stores. WG comes from the including kernel.
 
 // Token t's row of d floats (d4 words from word b): the invocation's words c, the same

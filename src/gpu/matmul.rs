@@ -261,7 +261,7 @@ const FEW_ROWS_TPR: usize = 64;
 /// down projections (1536 rows of 6144-12288 columns on E2B) take 128-256 invocations a
 /// row instead of 64-128, twice the workgroups, each a shorter chain. Their cost beyond
 /// the weights' loads is the dot products' arithmetic and x's reads (timing-only bounds
-/// in docs/performance.md, thirty-third session), which the shorter chains spread over
+/// in docs/performance-log.md, thirty-third session), which the shorter chains spread over
 /// more of the GPU. H100 decode, three alternated rounds (tok/s): E2B 450.4-451.8 ->
 /// 453.8-455.3 (the Q6_K down of 12288 columns 17.0 -> 16.4 µs, Q4_K 14.4 -> 13.9, Q6_K
 /// of 6144 12.6 -> 11.7); the 270M's kernels unchanged (its o and down projections, Q4_K

@@ -28,7 +28,7 @@ pub struct CoopTile {
 /// subgroups) and 13-16 with 128 x 64 of 32 x 64 subgroups. Its 24 KB of workgroup memory
 /// set how many share an SM: declaring more (two staging buffers, 45 KB; or the same
 /// kernel padded to 28-48 KB) cost the Gemma 3 270M layout's prefill 19% on an H200
-/// (docs/performance.md, forty-second session).
+/// (docs/performance-log.md, forty-second session).
 /// Two of them share an SM, so one's staging overlaps the other's products already: staging
 /// the next half-step during the products (`overlap`) cost the 270M layout's prefill 2.5-3.5%
 /// (H200, forty-fifth session).
@@ -37,7 +37,7 @@ pub const COOP_SMALL: CoopTile = CoopTile { bm: 64, bn: 64, fr: 2, overlap: fals
 /// row among more products (E2B's [gate; up], 12288 rows: 49 TFLOP/s against 39); smaller
 /// matrices leave too few workgroups with it (~20 TFLOP/s). One workgroup holds an SM (200
 /// registers, 48 KB), so nothing overlapped its staging with its products until `overlap`:
-/// H200, E2B prefill of 512 tokens +2.2-2.5% (docs/performance.md, forty-fifth session).
+/// H200, E2B prefill of 512 tokens +2.2-2.5% (docs/performance-log.md, forty-fifth session).
 pub const COOP_LARGE: CoopTile = CoopTile { bm: 128, bn: 128, fr: 4, overlap: true };
 
 impl CoopTile {
