@@ -1,0 +1,92 @@
+//! Whether the kernels the engine compiled would also compile for Metal and DX12: every
+//! WGSL file in DIR (as `RULLAMA_DUMP_WGSL=DIR` writes them, one per kernel compiled) is
+//! validated with the capabilities the engine asks of those backends and translated by
+//! naga, the translator wgpu uses there, to MSL and to HLSL shader model 6.2: MSL 2.4, or
+//! 3.2 for kernels with `@coherent` storage (wgpu offers it on Metal from 3.2, and on
+//! DX12). Kernels on cooperative matrices are counted apart: the engine takes them only
+//! where the adapter has 16 × 16 f16 fragments on subgroups of 32, which Metal's 8 × 8
+//! simdgroup matrices and DX12 (none in wgpu) do not give. Exits 1 on any failure, or
+//! when fewer than MIN kernels were found (so an empty or stale dump cannot pass).
+//! `scripts/test` runs it over the kernels every test compiled.
+//!
+//! What this does not show: that Apple's or Microsoft's shader compilers accept naga's
+//! output, or that the kernels compute the same there (no such adapter here).
+//!
+//! `cargo run --example shader_portability -- DIR [MIN]`
+
+use naga::back::{hlsl, msl};
+use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags, Validator};
+
+/// What the engine may use on any backend: `enable f16;`, f16 packing in f32
+/// (`unpack2x16float`) and subgroup operations in compute shaders.
+const BASE: Capabilities = Capabilities::SHADER_FLOAT16.union(Capabilities::SHADER_FLOAT16_IN_FLOAT32).union(Capabilities::SUBGROUP);
+
+enum Outcome {
+    Portable,
+    Coop,
+}
+
+fn validate(module: &naga::Module, caps: Capabilities) -> Result<naga::valid::ModuleInfo, String> {
+    Validator::new(ValidationFlags::all(), caps)
+        .subgroup_stages(ShaderStages::COMPUTE)
+        .subgroup_operations(SubgroupOperationSet::all())
+        .validate(module)
+        .map_err(|e| format!("{:?}", e.into_inner()))
+}
+
+fn check(src: &str) -> Result<Outcome, String> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| format!("parse: {}", e.emit_to_string(src)))?;
+    let coherent = BASE | Capabilities::MEMORY_DECORATION_COHERENT;
+    let (info, msl_version) = match (validate(&module, BASE), validate(&module, coherent)) {
+        (Ok(info), _) => (info, (2, 4)),
+        (Err(_), Ok(info)) => (info, (3, 2)),
+        (Err(e), Err(_)) => {
+            return match validate(&module, coherent | Capabilities::COOPERATIVE_MATRIX) {
+                Ok(_) => Ok(Outcome::Coop),
+                Err(_) => Err(format!("validate: {e}")),
+            };
+        }
+    };
+    let mo = msl::Options { lang_version: msl_version, ..Default::default() };
+    msl::write_string(&module, &info, &mo, &msl::PipelineOptions::default()).map_err(|e| format!("MSL {msl_version:?}: {e}"))?;
+    let ho = hlsl::Options { shader_model: hlsl::ShaderModel::V6_2, ..Default::default() };
+    let mut out = String::new();
+    hlsl::Writer::new(&mut out, &ho, &hlsl::PipelineOptions::default()).write(&module, &info, None).map_err(|e| format!("HLSL: {e}"))?;
+    Ok(Outcome::Portable)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let Some(dir) = args.next() else {
+        eprintln!("usage: shader_portability DIR [MIN]");
+        std::process::exit(2);
+    };
+    let min: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
+    let mut paths: Vec<_> = match std::fs::read_dir(&dir) {
+        Ok(d) => d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "wgsl")).collect(),
+        Err(e) => {
+            eprintln!("shader_portability: cannot read {dir}: {e}");
+            std::process::exit(1);
+        }
+    };
+    paths.sort();
+    let (mut portable, mut coop, mut failed) = (0, 0, Vec::new());
+    for p in &paths {
+        let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|src| check(&src)) {
+            Ok(Outcome::Portable) => portable += 1,
+            Ok(Outcome::Coop) => coop += 1,
+            Err(e) => failed.push(format!("{name}: {e}")),
+        }
+    }
+    println!("shader_portability: {portable} kernels translate to MSL and HLSL 6.2, {coop} on cooperative matrices (Vulkan only) not tried, {} failed", failed.len());
+    for f in &failed {
+        println!("  {f}");
+    }
+    if !failed.is_empty() || portable < min {
+        if portable < min {
+            println!("shader_portability: fewer than {min} portable kernels in {dir}");
+        }
+        std::process::exit(1);
+    }
+}
