@@ -21,8 +21,10 @@ use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet, ValidationFl
 /// (`unpack2x16float`) and subgroup operations in compute shaders.
 const BASE: Capabilities = Capabilities::SHADER_FLOAT16.union(Capabilities::SHADER_FLOAT16_IN_FLOAT32).union(Capabilities::SUBGROUP);
 
+#[derive(Debug, PartialEq)]
 enum Outcome {
-    Portable,
+    /// Translated; the MSL version it needs.
+    Portable((u8, u8)),
     Coop,
 }
 
@@ -52,7 +54,7 @@ fn check(src: &str) -> Result<Outcome, String> {
     let ho = hlsl::Options { shader_model: hlsl::ShaderModel::V6_2, ..Default::default() };
     let mut out = String::new();
     hlsl::Writer::new(&mut out, &ho, &hlsl::PipelineOptions::default()).write(&module, &info, None).map_err(|e| format!("HLSL: {e}"))?;
-    Ok(Outcome::Portable)
+    Ok(Outcome::Portable(msl_version))
 }
 
 fn main() {
@@ -74,7 +76,7 @@ fn main() {
     for p in &paths {
         let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
         match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|src| check(&src)) {
-            Ok(Outcome::Portable) => portable += 1,
+            Ok(Outcome::Portable(_)) => portable += 1,
             Ok(Outcome::Coop) => coop += 1,
             Err(e) => failed.push(format!("{name}: {e}")),
         }
@@ -88,5 +90,37 @@ fn main() {
             println!("shader_portability: fewer than {min} portable kernels in {dir}");
         }
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Outcome, check};
+
+    fn kernel(header: &str, storage: &str, body: &str) -> String {
+        format!("{header}\n@group(0) @binding(0) {storage} var<storage, read_write> b: array<f32>;\n@compute @workgroup_size(64)\nfn main(@builtin(local_invocation_index) l: u32) {{\n{body}\n}}\n")
+    }
+
+    #[test]
+    fn plain_subgroup_and_coherent_kernels_translate() {
+        assert_eq!(check(&kernel("", "", "b[l] = f32(l);")), Ok(Outcome::Portable((2, 4))));
+        assert_eq!(check(&kernel("", "", "b[l] = subgroupAdd(b[l]);")), Ok(Outcome::Portable((2, 4))));
+        assert_eq!(check(&kernel("", "", "b[l] = unpack2x16float(u32(l)).x;")), Ok(Outcome::Portable((2, 4))));
+        // Coherent storage needs MSL 3.2, where wgpu offers it on Metal.
+        assert_eq!(check(&kernel("", "@coherent", "b[l] = f32(l);")), Ok(Outcome::Portable((3, 2))));
+    }
+
+    #[test]
+    fn cooperative_matrices_are_set_apart() {
+        let coop = kernel("enable wgpu_cooperative_matrix;", "", "var m = coop_mat16x16<f32, C>();\ncoopStore(m, &b[0], 16u);");
+        assert_eq!(check(&coop), Ok(Outcome::Coop));
+    }
+
+    #[test]
+    fn broken_or_unportable_kernels_fail() {
+        assert!(check("fn main( {").is_err_and(|e| e.starts_with("parse")));
+        // f64 is no capability the engine asks for.
+        let f64_kernel = kernel("", "", "let d: f64 = f64(l);\nb[l] = f32(d);");
+        assert!(check(&f64_kernel).is_err_and(|e| e.starts_with("validate")));
     }
 }
