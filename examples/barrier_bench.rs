@@ -60,29 +60,13 @@ fn main() {
     unsafe { run(n, &groups, size) }
 }
 
-/// A buffer bound to memory of the first type with `want` (else with `fallback`), mapped
-/// when host-visible.
-unsafe fn buffer(
-    instance: &ash::Instance,
-    pd: vk::PhysicalDevice,
-    device: &ash::Device,
-    size: u64,
-    usage: vk::BufferUsageFlags,
-    want: vk::MemoryPropertyFlags,
-    fallback: vk::MemoryPropertyFlags,
-) -> (vk::Buffer, *mut u32) {
+/// A buffer from `vk_timed::buffer` and, where its memory is host-visible, that memory mapped.
+unsafe fn mapped(instance: &ash::Instance, pd: vk::PhysicalDevice, device: &ash::Device, size: u64, usage: vk::BufferUsageFlags, prefer: &[vk::MemoryPropertyFlags]) -> (vk::Buffer, *mut u32) {
     unsafe {
-        let buffer = device.create_buffer(&vk::BufferCreateInfo::default().size(size).usage(usage), None).unwrap();
-        let req = device.get_buffer_memory_requirements(buffer);
-        let props = instance.get_physical_device_memory_properties(pd);
-        let find =
-            |f: vk::MemoryPropertyFlags| (0..props.memory_type_count).find(|&i| req.memory_type_bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(f));
-        let mt = find(want).or_else(|| find(fallback)).expect("memory type");
-        let memory = device.allocate_memory(&vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(mt), None).unwrap();
-        device.bind_buffer_memory(buffer, memory, 0).unwrap();
-        let host = props.memory_types[mt as usize].property_flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE);
-        let ptr = if host { device.map_memory(memory, 0, size, vk::MemoryMapFlags::empty()).unwrap() as *mut u32 } else { std::ptr::null_mut() };
-        (buffer, ptr)
+        let b = vk_timed::buffer(instance, pd, device, size, usage, prefer);
+        let host = b.flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE);
+        let ptr = if host { device.map_memory(b.memory, 0, b.size, vk::MemoryMapFlags::empty()).unwrap() as *mut u32 } else { std::ptr::null_mut() };
+        (b.buffer, ptr)
     }
 }
 
@@ -97,17 +81,17 @@ unsafe fn run(n: u32, groups: &[u32], invocations: u32) {
         // and one uniform slot of 256 bytes per dispatch holding its index.
         let size = 1u64 << 20;
         let storage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST;
-        let (chain, count) = buffer(&instance, pd, device, size, storage, mp | vk::MemoryPropertyFlags::DEVICE_LOCAL, mp);
+        let (chain, count) = mapped(&instance, pd, device, size, storage, &[mp | vk::MemoryPropertyFlags::DEVICE_LOCAL, mp]);
         let slot = 256u64.max(instance.get_physical_device_properties(pd).limits.min_uniform_buffer_offset_alignment);
         // Device-local, filled once through a host-visible copy: a uniform read from host
         // memory would put a trip over the bus into every link of the chain.
         let ubytes = slot * n as u64;
-        let (uniform, _) =
-            buffer(&instance, pd, device, ubytes, vk::BufferUsageFlags::UNIFORM_BUFFER | vk::BufferUsageFlags::TRANSFER_DST, vk::MemoryPropertyFlags::DEVICE_LOCAL, mp);
-        let (upload, index) = buffer(&instance, pd, device, ubytes, vk::BufferUsageFlags::TRANSFER_SRC, mp, mp);
+        let uniform = vk_timed::buffer(&instance, pd, device, ubytes, vk::BufferUsageFlags::UNIFORM_BUFFER | vk::BufferUsageFlags::TRANSFER_DST, &[vk::MemoryPropertyFlags::DEVICE_LOCAL, mp]).buffer;
+        let (upload, index) = mapped(&instance, pd, device, ubytes, vk::BufferUsageFlags::TRANSFER_SRC, &[mp]);
         for i in 0..n {
             *index.add((i as u64 * slot / 4) as usize) = i;
         }
+        // `Timed::submit` reads both timestamps, so the copy writes them too (its time unused).
         t.begin();
         device.cmd_copy_buffer(cb, upload, uniform, &[vk::BufferCopy { src_offset: 0, dst_offset: 0, size: ubytes }]);
         device.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, qp, 0);

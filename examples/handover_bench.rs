@@ -112,30 +112,15 @@ fn main() {
     unsafe { run(stages) }
 }
 
-struct Buf {
-    buffer: vk::Buffer,
-    memory: vk::DeviceMemory,
-    size: u64,
-}
-
 unsafe fn run(stages: u32) {
     unsafe {
         let (_entry, instance, pd) = vk_device::pick(vk::API_VERSION_1_2);
         let t = vk_timed::timed(&instance, pd, vk::QueueFlags::COMPUTE);
         let (device, cb, qp) = (&t.device, t.cb, t.qp);
-        let mem_props = instance.get_physical_device_memory_properties(pd);
-
-        let make = |size: u64, host: bool| -> Buf {
+        let make = |size: u64, host: bool| {
             let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST | vk::BufferUsageFlags::TRANSFER_SRC;
-            let buffer = device.create_buffer(&vk::BufferCreateInfo::default().size(size).usage(usage), None).unwrap();
-            let req = device.get_buffer_memory_requirements(buffer);
             let want = if host { vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT } else { vk::MemoryPropertyFlags::DEVICE_LOCAL };
-            let mt = (0..mem_props.memory_type_count)
-                .find(|&i| req.memory_type_bits & (1 << i) != 0 && mem_props.memory_types[i as usize].property_flags.contains(want))
-                .unwrap();
-            let memory = device.allocate_memory(&vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(mt), None).unwrap();
-            device.bind_buffer_memory(buffer, memory, 0).unwrap();
-            Buf { buffer, memory, size }
+            vk_timed::buffer(&instance, pd, device, size, usage, &[want])
         };
         let ctr = make(4 * (8 * stages as u64 + 16), false);
         let vec = make(8 * N as u64, false);

@@ -41,15 +41,18 @@ fn validate(module: &naga::Module, caps: Capabilities) -> Result<naga::valid::Mo
 fn check(src: &str) -> Result<Outcome, String> {
     let module = naga::front::wgsl::parse_str(src).map_err(|e| format!("parse: {}", e.emit_to_string(src)))?;
     let coherent = BASE | Capabilities::MEMORY_DECORATION_COHERENT;
-    let (info, msl_version) = match (validate(&module, BASE), validate(&module, coherent)) {
-        (Ok(info), _) => (info, (2, 4)),
-        (Err(_), Ok(info)) => (info, (3, 2)),
-        (Err(e), Err(_)) => {
-            return match validate(&module, coherent | Capabilities::COOPERATIVE_MATRIX) {
-                Ok(_) => Ok(Outcome::Coop),
-                Err(_) => Err(format!("validate: {e}")),
-            };
-        }
+    // The fewest capabilities that validate it say what it needs.
+    let (info, msl_version) = match validate(&module, BASE) {
+        Ok(info) => (info, (2, 4)),
+        Err(e) => match validate(&module, coherent) {
+            Ok(info) => (info, (3, 2)),
+            Err(_) => {
+                return match validate(&module, coherent | Capabilities::COOPERATIVE_MATRIX) {
+                    Ok(_) => Ok(Outcome::Coop),
+                    Err(_) => Err(format!("validate: {e}")),
+                };
+            }
+        },
     };
     let mo = msl::Options { lang_version: msl_version, ..Default::default() };
     msl::write_string(&module, &info, &mo, &msl::PipelineOptions::default()).map_err(|e| format!("MSL {msl_version:?}: {e}"))?;

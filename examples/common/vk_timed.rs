@@ -1,5 +1,6 @@
-//! A raw Vulkan device set up to time a recorded chain of dispatches, and WGSL compiled to
-//! SPIR-V for it; shared by the driver-level benchmarks (`barrier_bench`, `handover_bench`).
+//! A raw Vulkan device set up to time a recorded chain of dispatches, its buffers, and WGSL
+//! compiled to SPIR-V for it; shared by the driver-level benchmarks (`barrier_bench`,
+//! `handover_bench`).
 
 use ash::vk;
 
@@ -70,5 +71,34 @@ impl Timed {
             self.device.get_query_pool_results(self.qp, 0, &mut ts, vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT).unwrap();
             (ts[1] - ts[0]) as f64 * self.period / 1e3
         }
+    }
+}
+
+/// A buffer and the memory bound to it. (Each bench including this module reads the
+/// fields it needs.)
+#[allow(dead_code)]
+pub struct Buf {
+    pub buffer: vk::Buffer,
+    pub memory: vk::DeviceMemory,
+    pub size: u64,
+    /// The flags of the memory type taken.
+    pub flags: vk::MemoryPropertyFlags,
+}
+
+/// A buffer of `size` bytes in memory of the first type that has every flag of one of
+/// `prefer`'s sets, tried in order.
+///
+/// # Safety
+/// `device` must come from `pd`, which must come from `instance`.
+pub unsafe fn buffer(instance: &ash::Instance, pd: vk::PhysicalDevice, device: &ash::Device, size: u64, usage: vk::BufferUsageFlags, prefer: &[vk::MemoryPropertyFlags]) -> Buf {
+    unsafe {
+        let buffer = device.create_buffer(&vk::BufferCreateInfo::default().size(size).usage(usage), None).unwrap();
+        let req = device.get_buffer_memory_requirements(buffer);
+        let props = instance.get_physical_device_memory_properties(pd);
+        let usable = |i: u32, f: vk::MemoryPropertyFlags| req.memory_type_bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(f);
+        let mt = prefer.iter().find_map(|&f| (0..props.memory_type_count).find(|&i| usable(i, f))).expect("memory type");
+        let memory = device.allocate_memory(&vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(mt), None).unwrap();
+        device.bind_buffer_memory(buffer, memory, 0).unwrap();
+        Buf { buffer, memory, size, flags: props.memory_types[mt as usize].property_flags }
     }
 }
