@@ -5,7 +5,10 @@
 //! 3.2 for kernels with `@coherent` storage (wgpu offers it on Metal from 3.2, and on
 //! DX12). Kernels on cooperative matrices are counted apart: the engine takes them only
 //! where the adapter has 16 × 16 f16 fragments on subgroups of 32, which Metal's 8 × 8
-//! simdgroup matrices and DX12 (none in wgpu) do not give. Exits 1 on any failure, or
+//! simdgroup matrices and DX12 (none in wgpu) do not give. Kernels with 64-bit atomic adds
+//! (the per-layer-embedding gate's sums, `matmul::PleAcc`) are translated to HLSL 6.6
+//! only, which has them; wgpu offers none on Metal, where the engine takes the gate's own
+//! matvec instead. Exits 1 on any failure, or
 //! when fewer than MIN kernels were found (so an empty or stale dump cannot pass).
 //! `scripts/test` runs it over the kernels every test compiled.
 //!
@@ -28,6 +31,8 @@ enum Outcome {
     /// Translated; the MSL version it needs.
     Portable((u8, u8)),
     Coop,
+    /// 64-bit atomic adds: translated to HLSL 6.6, not to MSL.
+    Int64,
 }
 
 fn validate(module: &naga::Module, caps: Capabilities) -> Result<naga::valid::ModuleInfo, String> {
@@ -47,19 +52,26 @@ fn check(src: &str) -> Result<Outcome, String> {
         Err(e) => match validate(&module, coherent) {
             Ok(info) => (info, (3, 2)),
             Err(_) => {
-                return match validate(&module, coherent | Capabilities::COOPERATIVE_MATRIX) {
-                    Ok(_) => Ok(Outcome::Coop),
-                    Err(_) => Err(format!("validate: {e}")),
-                };
+                if validate(&module, coherent | Capabilities::COOPERATIVE_MATRIX).is_ok() {
+                    return Ok(Outcome::Coop);
+                }
+                let int64 = coherent | Capabilities::SHADER_INT64 | Capabilities::SHADER_INT64_ATOMIC_ALL_OPS;
+                let info = validate(&module, int64).map_err(|_| format!("validate: {e}"))?;
+                hlsl_out(&module, &info, hlsl::ShaderModel::V6_6)?;
+                return Ok(Outcome::Int64);
             }
         },
     };
     let mo = msl::Options { lang_version: msl_version, ..Default::default() };
     msl::write_string(&module, &info, &mo, &msl::PipelineOptions::default()).map_err(|e| format!("MSL {msl_version:?}: {e}"))?;
-    let ho = hlsl::Options { shader_model: hlsl::ShaderModel::V6_2, ..Default::default() };
-    let mut out = String::new();
-    hlsl::Writer::new(&mut out, &ho, &hlsl::PipelineOptions::default()).write(&module, &info, None).map_err(|e| format!("HLSL: {e}"))?;
+    hlsl_out(&module, &info, hlsl::ShaderModel::V6_2)?;
     Ok(Outcome::Portable(msl_version))
+}
+
+fn hlsl_out(module: &naga::Module, info: &naga::valid::ModuleInfo, shader_model: hlsl::ShaderModel) -> Result<(), String> {
+    let ho = hlsl::Options { shader_model, ..Default::default() };
+    let mut out = String::new();
+    hlsl::Writer::new(&mut out, &ho, &hlsl::PipelineOptions::default()).write(module, info, None).map(|_| ()).map_err(|e| format!("HLSL {shader_model:?}: {e}"))
 }
 
 fn main() {
@@ -77,16 +89,20 @@ fn main() {
         }
     };
     paths.sort();
-    let (mut portable, mut coop, mut failed) = (0, 0, Vec::new());
+    let (mut portable, mut coop, mut int64, mut failed) = (0, 0, 0, Vec::new());
     for p in &paths {
         let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
         match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|src| check(&src)) {
             Ok(Outcome::Portable(_)) => portable += 1,
             Ok(Outcome::Coop) => coop += 1,
+            Ok(Outcome::Int64) => int64 += 1,
             Err(e) => failed.push(format!("{name}: {e}")),
         }
     }
-    println!("shader_portability: {portable} kernels translate to MSL and HLSL 6.2, {coop} on cooperative matrices (Vulkan only) not tried, {} failed", failed.len());
+    println!(
+        "shader_portability: {portable} kernels translate to MSL and HLSL 6.2, {int64} with 64-bit atomics to HLSL 6.6 (not Metal), {coop} on cooperative matrices (Vulkan only) not tried, {} failed",
+        failed.len()
+    );
     for f in &failed {
         println!("  {f}");
     }
@@ -119,6 +135,12 @@ mod tests {
     fn cooperative_matrices_are_set_apart() {
         let coop = kernel("enable wgpu_cooperative_matrix;", "", "var m = coop_mat16x16<f32, C>();\ncoopStore(m, &b[0], 16u);");
         assert_eq!(check(&coop), Ok(Outcome::Coop));
+    }
+
+    #[test]
+    fn int64_atomic_kernels_go_to_hlsl_6_6() {
+        let src = "@group(0) @binding(0) var<storage, read_write> a: array<atomic<i64>>;\n@compute @workgroup_size(64)\nfn main(@builtin(local_invocation_index) l: u32) {\natomicAdd(&a[l], i64(l));\n}\n";
+        assert_eq!(check(src), Ok(Outcome::Int64));
     }
 
     #[test]

@@ -1507,3 +1507,65 @@ fn matvec_experts_geglu_matches_cpu() {
         assert!(e < 2.0 * TOL, "{ty}: rel err {e}");
     }
 }
+
+/// Gemma 4's per-layer-embedding gate through the down projection, one token
+/// (`matvec_ple_acc`, then `matvec_ple_gate`), against the CPU's ops in the model's order:
+/// d = W_down · a, h2 = h + RMS(d) ⊙ w_post, g = gelu_tanh(W_gate · h2) ⊙ e, u = W_proj · g.
+/// Shapes: down rows of 8 chunks (32 rows a workgroup, the last one part-filled) and of
+/// many (4 a workgroup), gates of 32 and 256 (every invocation), both reduction variants.
+/// Tolerances: d is the plain matvec (TOL); h2 is the residual step's arithmetic in its
+/// order (1e-6); u differs from the CPU's by the gate's sums in another order (H + RMS ·
+/// D against W_gate · h2, and 64-bit fixed point at 2^-32 per term, ~1e-10 here), a few
+/// ulp of Σ|terms| through GELU and W_proj (measured ≤ 1e-6 of max |u| on lavapipe):
+/// TOL. A wrong row, copy or offset errs by O(1).
+#[test]
+fn matvec_ple_gate_through_down_matches_cpu() {
+    use rullama::gpu::matmul::{PleAcc, PleGate, gate_transposed, matvec_ple_acc, matvec_ple_gate, ple_acc_words};
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let eps = 1e-6;
+    for k in variants() {
+        assert!(k.gpu.int64_atomics, "this device lacks 64-bit atomics: decode takes the gate's own matvec there, which other tests cover");
+        for (down_ty, down_cols, hidden, pd, proj_ty) in
+            [(GgmlType::Q4_K, 256, 132, 32, GgmlType::Q8_0), (GgmlType::Q6_K, 1280, 132, 256, GgmlType::Q4_K), (GgmlType::Q4_K, 2048, 64, 256, GgmlType::Q6_K)]
+        {
+            let what = format!("{} down {down_ty} {hidden}x{down_cols}, gate {pd}", variant_name(&k));
+            let down_data = random_matrix(&mut rng, down_ty, down_cols, hidden);
+            let proj_data = random_matrix(&mut rng, proj_ty, pd, hidden);
+            let (a, h, post) = (rand_vec(&mut rng, down_cols), rand_vec(&mut rng, hidden), rand_vec(&mut rng, hidden));
+            let gate: Vec<f32> = rand_vec(&mut rng, pd * hidden).iter().map(|v| v * 0.1).collect();
+            // The layer's per-layer inputs at an offset, and its sums after another layer's.
+            let (e_off, layer) = (7, 2);
+            let e = rand_vec(&mut rng, e_off + pd);
+            let acc_off = layer * ple_acc_words(pd);
+
+            let d_want = ops::matmul(&a, 1, &QMatrix::new(down_ty, down_cols, hidden, &down_data).unwrap()).unwrap();
+            let mut h2_want = h.clone();
+            ops::rms_norm_to(&d_want, &mut h2_want, hidden, Some(&post), eps, true);
+            let mut g = ops::matmul(&h2_want, 1, &QMatrix::new(GgmlType::F32, hidden, pd, bytemuck::cast_slice(&gate)).unwrap()).unwrap();
+            ops::geglu(&mut g, &e[e_off..]);
+            let u_want = ops::matmul(&g, 1, &QMatrix::new(proj_ty, pd, hidden, &proj_data).unwrap()).unwrap();
+
+            let down = GpuMatrix::upload(&k, "down", down_ty, down_cols, hidden, &down_data).unwrap();
+            let proj = GpuMatrix::upload(&k, "proj", proj_ty, pd, hidden, &proj_data).unwrap();
+            let (ab, hb, postb, eb) = (up(&k, &a), up(&k, &h), up(&k, &post), up(&k, &e));
+            let gtb = up(&k, &gate_transposed(&gate, pd, hidden));
+            let acc = up_u32(&k, &vec![0; 2 * (acc_off + ple_acc_words(pd) + 1)]);
+            let (d, h2) = (up(&k, &vec![SENTINEL; hidden + 1]), up(&k, &vec![SENTINEL; hidden + 1]));
+            let u = run(&k, hidden, |b, y| {
+                let sums = PleAcc { gate_t: &gtb, h: &hb, post: &postb, acc: &acc, acc_off, pd };
+                matvec_ple_acc(&k, b, &down, &ab, &d, sums).unwrap();
+                let g = PleGate { acc: &acc, acc_off, e: (&eb, e_off), d: &d, h: &hb, post: &postb, h2: &h2, eps };
+                matvec_ple_gate(&k, b, &proj, g, y).unwrap();
+            });
+            let (d_got, h2_got) = (kernel::read_f32(&k.gpu, &d, 0, hidden + 1).unwrap(), kernel::read_f32(&k.gpu, &h2, 0, hidden + 1).unwrap());
+            assert!([d_got[hidden], h2_got[hidden], u[hidden]].iter().all(|&v| v == SENTINEL), "{what}: writes past the outputs");
+            let words = kernel::read_f32(&k.gpu, &acc, 0, 2 * (acc_off + ple_acc_words(pd) + 1)).unwrap();
+            assert!(words[..2 * acc_off].iter().chain(&words[words.len() - 2..]).all(|v| v.to_bits() == 0), "{what}: sums outside the layer's");
+            let (ed, eh, eu) = (max_rel(&d_got[..hidden], &d_want), max_rel(&h2_got[..hidden], &h2_want), max_rel(&u[..hidden], &u_want));
+            eprintln!("{what}: d {ed:.1e}, h2 {eh:.1e}, u {eu:.1e}");
+            assert!(ed < TOL, "{what}: d rel err {ed}");
+            assert!(eh < 1e-6, "{what}: h2 rel err {eh}");
+            assert!(eu < TOL, "{what}: u rel err {eu}");
+        }
+    }
+}

@@ -44,6 +44,11 @@
 // elsewhere are not written), against x from x_off4 + (r / rpe) · x_slot4 (x_slot4 0: one
 // x for every slot). The input is read from its buffer (XN = 0, no prologue). With PAIR
 // too, each expert stacks [gate; up] and row r gets GeGLU of its gate and up rows.
+//
+// Gemma 4's per-layer-embedding gate (matvec_ple.wgsl, or its stub matvec_ple_none.wgsl,
+// composed after this file): with PLE_ACC the matvec (the down projection) also adds its
+// rows' terms of the gate's sums into accumulators; with PLE_GATE the input is the gate
+// made from them (no prologue, XN = 0).
 
 struct Params {
     chunks: u32,     // chunks per row
@@ -73,6 +78,8 @@ struct Params {
     e0: u32,
     e_count: u32,
     x_slot4: u32,
+    // PLE_ACC / PLE_GATE: the layer's accumulators (in i64s).
+    acc_off: u32,
 }
 
 const GELU_MUL: u32 = 2u;
@@ -110,6 +117,9 @@ const RKEEP: u32 = max((RN4 + WG - 1u) / WG, 1u);
 var<workgroup> xs: array<vec4<f32>, select(RN4, 1u, IDOT)>;
 
 fn xin(i: u32) -> vec4<f32> {
+    if (PLE_GATE) {
+        return ple_x(i);
+    }
     if (RN > 0u) {
         return xs[i];
     }
@@ -203,7 +213,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
-    if (RN > 0u) {
+    ple_preload(lin, lid);
+    if (PLE_GATE) {
+        ple_gate(lin, lid);
+    } else if (RN > 0u) {
         prologue(lid, lin == 0u && p.store_x != 0u);
     } else if (IDOT) {
         stage_input(lid);
@@ -243,6 +256,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
         let sums = row_sums(acc, acc2, lid, lane);
+        ple_row(lid, lane, row, sums.x);
         if (lane == 0u && row < p.rows && here) {
             var v = sums.x;
             if (PAIR) {
@@ -261,4 +275,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
+    ple_accumulate(lin, lid);
 }

@@ -26,6 +26,9 @@ pub struct Gpu {
     pub coop: bool,
     /// Storage may be declared `@coherent`.
     pub coherent: bool,
+    /// 64-bit integers and their atomic adds in storage (the per-layer-embedding gate's
+    /// sums, `matmul::PleAcc`).
+    pub int64_atomics: bool,
     /// The first validation error the device reported since it was last taken.
     errors: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -119,6 +122,11 @@ impl Gpu {
         if coherent {
             required |= wgpu::Features::MEMORY_DECORATION_COHERENT;
         }
+        let int64 = wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS;
+        let int64_atomics = features.contains(int64);
+        if int64_atomics {
+            required |= int64;
+        }
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rullama"),
@@ -143,7 +151,7 @@ impl Gpu {
         let (subgroup_min, subgroup_max) = (info.subgroup_min_size, info.subgroup_max_size);
         if std::env::var_os("RULLAMA_LOG_GPU").is_some() {
             eprintln!(
-                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max}), tensor cores {coop}",
+                "gpu: {} ({:?}, {:?}, {}) storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, f16 {f16}, subgroups {subgroups} ({subgroup_min}..{subgroup_max}), tensor cores {coop}, int64 atomics {int64_atomics}",
                 info.name,
                 info.backend,
                 info.device_type,
@@ -153,7 +161,7 @@ impl Gpu {
                 limits.max_compute_workgroup_storage_size >> 10,
             );
         }
-        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, coop, coherent, errors })
+        Ok(Gpu { device, queue, info, limits, f16, subgroups, subgroup_min, subgroup_max, timestamps, coop, coherent, int64_atomics, errors })
     }
 
     /// The first error the device reported since the last call, if any.

@@ -49,6 +49,9 @@ struct MoeLayer {
 
 struct PleLayer {
     inp_gate: GpuMatrix,
+    /// inp_gate transposed in f32, for decode's gate through the down projection
+    /// (`matmul::PleAcc`), where the device takes that.
+    gate_t: Option<wgpu::Buffer>,
     proj: GpuMatrix,
     post_norm: wgpu::Buffer,
 }
@@ -129,7 +132,20 @@ pub fn estimate_bytes(file: &GgufFile, context: usize) -> Result<u64> {
     let cfg = Config::from_gguf(&file.gguf)?;
     let tower = |n: &str| n.starts_with("v.") || n.starts_with("a.") || n.starts_with("mm.");
     let weights: u64 = file.tensors.iter().filter(|t| !tower(&t.name)).map(|t| t.n_bytes).sum();
-    Ok(weights + cache_bytes(&cfg, context, 4, kv_row(&cfg)))
+    Ok(weights + ple_gate_t_bytes(&cfg) + cache_bytes(&cfg, context, 4, kv_row(&cfg)))
+}
+
+/// Bytes of the transposed per-layer-embedding gates (`PleLayer::gate_t`) where the layout
+/// takes them; a device without 64-bit atomics loads none, so there the estimate is that
+/// much high (E2B: 55 MB).
+fn ple_gate_t_bytes(c: &Config) -> u64 {
+    if ple_gate_fits(c) { (c.n_layers * c.hidden * c.ple_dim * 4) as u64 } else { 0 }
+}
+
+/// Whether the layout's per-layer-embedding gate fits `matmul::PleAcc` (`ple_acc_usable`
+/// then asks the device) and no MoE branch adds to the down projection's output.
+fn ple_gate_fits(c: &Config) -> bool {
+    c.ple_dim > 0 && c.ple_dim <= 256 && c.ple_dim.is_multiple_of(4) && c.hidden.is_multiple_of(4) && c.moe.is_none()
 }
 
 /// Bytes a cache of `capacity` tokens takes with K/V elements of `elem` bytes and f32
@@ -137,7 +153,12 @@ pub fn estimate_bytes(file: &GgufFile, context: usize) -> Result<u64> {
 /// parameter buffers.
 fn cache_bytes(c: &Config, capacity: usize, elem: usize, kv_new: (usize, usize)) -> u64 {
     let params = kernel::Reuse::bytes(param_slots(c));
-    c.kv_cache_bytes(capacity, capacity, elem) + (scratch_floats(c) + kv_new.0 + kv_new.1) as u64 * 4 + params
+    c.kv_cache_bytes(capacity, capacity, elem) + (scratch_floats(c) + kv_new.0 + kv_new.1) as u64 * 4 + params + ple_acc_bytes(c)
+}
+
+/// The per-layer-embedding gate's i64 sums, one region a layer (`PleScratch::acc`).
+fn ple_acc_bytes(c: &Config) -> u64 {
+    if c.ple_dim > 0 { (c.n_layers * matmul::ple_acc_words(c.ple_dim) * 8) as u64 } else { 0 }
 }
 
 /// Dispatches a cache's parameter buffers (`kernel::Reuse`) have slots for: a group of
@@ -166,6 +187,9 @@ pub struct GpuModel {
     fold_residual: bool,
     /// Decode attention does the new token's head norms and RoPE (`attention::attention_decode`).
     decode_prep: bool,
+    /// Decode takes the per-layer-embedding gate through the down projection
+    /// (`matmul::PleAcc`: one dispatch a layer fewer).
+    ple_acc: bool,
 }
 
 /// Activation buffers for up to MAX_BATCH tokens.
@@ -217,6 +241,8 @@ struct PleScratch {
     tok: wgpu::Buffer,
     g: wgpu::Buffer,
     p: wgpu::Buffer,
+    /// The gate's sums for each layer (`matmul::PleAcc`), zeroed before each decode step.
+    acc: wgpu::Buffer,
 }
 
 /// A conversation's state on the GPU: the KV cache and the activation buffers.
@@ -361,6 +387,14 @@ impl Loader<'_> {
         GpuMatrix::upload_stacked(self.k, name, t.ty, t.row_len() as usize, t.n_rows() as usize, rows_per_group, data)
     }
 
+    /// A matrix expanded to f32 and transposed (`matmul::gate_transposed`).
+    fn transposed(&mut self, name: &str) -> Result<wgpu::Buffer> {
+        let t = self.info(name)?.clone();
+        let v = matmul::gate_transposed(&self.file.view(name)?.to_f32()?, t.n_rows() as usize, t.row_len() as usize);
+        self.bytes += (v.len() * 4) as u64;
+        Ok(kernel::upload(&self.k.gpu, name, bytemuck::cast_slice(&v)))
+    }
+
     /// A small vector (norm weights, scales) expanded to f32.
     fn vector(&mut self, name: &str) -> Result<wgpu::Buffer> {
         self.vector_map(name, |v| v)
@@ -489,6 +523,9 @@ impl GpuModel {
             false => None,
         };
         let mut layers = Vec::with_capacity(cfg.n_layers);
+        // The per-layer-embedding gate through the down projection (`matmul::PleAcc`) needs
+        // W_gate transposed.
+        let ple_acc = ple_gate_fits(&cfg) && matmul::ple_acc_usable(&k, cfg.ple_dim, cfg.hidden);
         for (done, p) in cfg.layers.iter().enumerate() {
             let i = p.index;
             let n = |s: &str| format!("blk.{i}.{s}");
@@ -518,6 +555,10 @@ impl GpuModel {
             let ple = match cfg.ple_dim > 0 {
                 true => Some(PleLayer {
                     inp_gate: l.matrix(&n("inp_gate.weight"))?,
+                    gate_t: match ple_acc {
+                        true => Some(l.transposed(&n("inp_gate.weight"))?),
+                        false => None,
+                    },
                     proj: l.matrix(&n("proj.weight"))?,
                     post_norm: l.vector(&n("post_norm.weight"))?,
                 }),
@@ -556,8 +597,9 @@ impl GpuModel {
             && 4 * cfg.hidden + 2048 <= k.gpu.limits.max_compute_workgroup_storage_size as usize
             && cfg.hidden.is_multiple_of(4)
             && std::env::var_os("RULLAMA_NO_FOLD").is_none();
-        let mut m = GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false, spare: Spare::default(), fold_residual, decode_prep: false };
+        let mut m = GpuModel { cfg, k, token_embd, output, output_norm, rope_freqs, ple, layers, weight_bytes, kv_f16: false, spare: Spare::default(), fold_residual, decode_prep: false, ple_acc: false };
         m.set_decode_prep(std::env::var_os("RULLAMA_NO_DECODE_PREP").is_none());
+        m.set_ple_acc(std::env::var_os("RULLAMA_NO_PLE_ACC").is_none());
         Ok(m)
     }
 
@@ -584,6 +626,13 @@ impl GpuModel {
     /// does them first (`false`). Same results up to rounding; for comparison and tests.
     pub fn set_decode_prep(&mut self, on: bool) {
         self.decode_prep = on && self.k.gpu.limits.max_storage_buffers_per_shader_stage >= attention::DECODE_PREP_BUFFERS;
+    }
+
+    /// Whether decode takes the per-layer-embedding gate through the down projection (the
+    /// default where the device and layout allow it, `matmul::PleAcc`) or in a matvec of
+    /// its own (`false`). Same results up to rounding; for comparison and tests.
+    pub fn set_ple_acc(&mut self, on: bool) {
+        self.ple_acc = on && self.fold_residual && self.layers.iter().all(|l| l.ple.as_ref().is_some_and(|p| p.gate_t.is_some()));
     }
 
     /// f32 staging for K and V rows: one batch's for an f16 cache, else one token's for
@@ -643,6 +692,7 @@ impl GpuModel {
             tok: f32_buf(k, "ple_tok", b * c.ple_dim * c.n_layers),
             g: f32_buf(k, "ple_g", b * c.ple_dim),
             p: f32_buf(k, "ple_p", b * c.hidden),
+            acc: kernel::storage(&k.gpu, "ple_acc", ple_acc_bytes(c)),
         });
         let s = Scratch {
             ids: kernel::storage(&k.gpu, "ids", (b * 4) as u64),
@@ -766,6 +816,9 @@ impl GpuModel {
         let (Some(p), Some(ps)) = (&self.ple, &cache.s.ple) else { return Ok(()) };
         let c = &self.cfg;
         let k = &self.k;
+        if n == 1 && self.ple_acc {
+            b.clear(&ps.acc);
+        }
         matmul::matmul(k, b, &p.model_proj, &cache.s.x, 0, n, &ps.inputs, 0)?;
         // Ids past the PLE table (none for the published models) would read out of bounds:
         // the CPU reference maps them to 0; here the table covers the vocabulary (checked in Config).
@@ -894,7 +947,20 @@ impl GpuModel {
                 f
             }
         };
-        matmul::matmul_strided(k, b, &w.down, &s.gate, 0, stride, n, &s.ffn, 0)?;
+        // One token: the down projection also adds up the per-layer-embedding gate's sums
+        // (`matmul::PleAcc`), and the gate's matvec leaves the chain.
+        let ple_acc = match (&w.ple, &s.ple) {
+            (Some(pw), Some(ps)) if n == 1 && self.ple_acc => pw.gate_t.as_ref().map(|gt| (pw, ps, gt)),
+            _ => None,
+        };
+        let acc_off = li * matmul::ple_acc_words(c.ple_dim);
+        match ple_acc {
+            Some((_, ps, gate_t)) => {
+                let sums = matmul::PleAcc { gate_t, h: r.x(), post: &w.post_ffw_norm, acc: &ps.acc, acc_off, pd: c.ple_dim };
+                matmul::matvec_ple_acc(k, b, &w.down, &s.gate, &s.ffn, sums)?;
+            }
+            None => matmul::matmul_strided(k, b, &w.down, &s.gate, 0, stride, n, &s.ffn, 0)?,
+        }
         if let (Some(m), Some(ms)) = (&w.moe, &s.moe) {
             self.moe(b, m, ms, s, r.x(), n)?;
         }
@@ -902,6 +968,15 @@ impl GpuModel {
         // layer scale; the next layer (or the head) normalises x.
         let scale = w.output_scale.as_ref().map(|(buf, v)| (buf, *v));
         match (&w.ple, &s.ple) {
+            (Some(pw), Some(ps)) if ple_acc.is_some() => {
+                // The projection's workgroups make the gate, and its first stores
+                // x + RMS(ffn; post_ffw_norm), the residual the PLE step adds to.
+                let (h, h2) = r.advance();
+                let e = (&ps.inputs, li * c.ple_dim);
+                let g = matmul::PleGate { acc: &ps.acc, acc_off, e, d: &s.ffn, h, post: &w.post_ffw_norm, h2, eps: c.eps };
+                matmul::matvec_ple_gate(k, b, &pw.proj, g, &ps.p)?;
+                r.push(k, b, Step { a: &ps.p, post: &pw.post_norm, scale })
+            }
             (Some(pw), Some(ps)) => {
                 r.push(k, b, Step { a: &s.ffn, post: &w.post_ffw_norm, scale: None })?;
                 let (pd, lp) = (c.ple_dim, c.ple_dim * c.n_layers);

@@ -156,6 +156,11 @@ impl Kernels {
         self.cache.lock().expect("kernel cache lock").keys().any(|k| k.starts_with(prefix))
     }
 
+    /// Whether any kernel whose name passes `pred` has been compiled.
+    pub fn compiled_matching(&self, pred: impl Fn(&str) -> bool) -> bool {
+        self.cache.lock().expect("kernel cache lock").keys().any(|k| pred(k))
+    }
+
     /// The kernel cached under `key`, compiling `build()` on first use.
     pub fn get(&self, key: &str, build: impl FnOnce() -> KernelSource) -> Result<Arc<Kernel>> {
         if let Some(k) = self.cache.lock().expect("kernel cache lock").get(key) {
@@ -280,6 +285,7 @@ struct Dispatch {
 enum Step {
     Dispatch(Dispatch),
     Copy { src: wgpu::Buffer, src_off: u64, dst: wgpu::Buffer, dst_off: u64, bytes: u64 },
+    Clear(wgpu::Buffer),
 }
 
 /// A bind group is identified by its kernel and the buffers bound (parameters first).
@@ -408,6 +414,11 @@ impl Batch {
         }
     }
 
+    /// Record the zeroing of all of `buf`.
+    pub fn clear(&mut self, buf: &wgpu::Buffer) {
+        self.steps.push(Step::Clear(buf.clone()));
+    }
+
     /// Encode everything and submit it.
     pub fn submit(self) -> Result<()> {
         self.submit_indexed().map(|_| ())
@@ -436,6 +447,10 @@ impl Batch {
             match &self.steps[i] {
                 Step::Copy { src, src_off, dst, dst_off, bytes } => {
                     enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes);
+                    i += 1;
+                }
+                Step::Clear(dst) => {
+                    enc.clear_buffer(dst, 0, None);
                     i += 1;
                 }
                 Step::Dispatch(_) => {
@@ -566,6 +581,7 @@ fn record_time(name: &str, dt: std::time::Duration) {
 fn step_name(step: &Step) -> &str {
     match step {
         Step::Copy { .. } => "copy",
+        Step::Clear(_) => "clear",
         Step::Dispatch(d) => &d.kernel.name,
     }
 }
@@ -573,6 +589,7 @@ fn step_name(step: &Step) -> &str {
 fn encode_step(enc: &mut wgpu::CommandEncoder, step: &Step, timestamps: Option<wgpu::ComputePassTimestampWrites>) {
     match step {
         Step::Copy { src, src_off, dst, dst_off, bytes } => enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes),
+        Step::Clear(dst) => enc.clear_buffer(dst, 0, None),
         Step::Dispatch(d) => {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: timestamps });
             pass.set_pipeline(&d.kernel.pipeline);

@@ -73,6 +73,7 @@ struct MatvecParams {
     e0: u32,
     e_count: u32,
     x_slot4: u32,
+    acc_off: u32,
 }
 
 /// The input of a one-token matvec: a vector, or the result of a residual step that the
@@ -82,6 +83,66 @@ pub enum MatvecIn<'a> {
     /// x at element offset (a multiple of 4).
     Vector(&'a wgpu::Buffer, usize),
     Residual(ResidualIn<'a>),
+    /// The per-layer-embedding gate, made from the sums a `PleAcc` down projection left.
+    PleGate(PleGate<'a>),
+}
+
+/// Gemma 4's per-layer-embedding gate through the FFN's down projection, in decode
+/// (shaders/matmul/matvec_ple.wgsl): the down projection (`matvec_ple_acc`) adds its rows'
+/// terms of W_gate · h and W_gate · (w_post ⊙ d) into `acc` from `acc_off`
+/// (`PLE_ACC_WORDS` i64s a layer, zeroed before), and the per-layer projection's matvec
+/// (`MatvecIn::PleGate`) makes g = gelu_tanh(W_gate · h2) ⊙ e from them, h2 = h + RMS(d) ⊙
+/// w_post. CPU twin: `cpu::ops::rms_norm_to` accumulating, `cpu::ops::matmul` by W_gate,
+/// GELU and the product with e (`cpu::ops::geglu`).
+#[derive(Clone, Copy)]
+pub struct PleAcc<'a> {
+    /// W_gateᵀ in f32, hidden × pd (`gate_transposed`).
+    pub gate_t: &'a wgpu::Buffer,
+    /// The residual before the FFN, and the FFN's post-norm weights.
+    pub h: &'a wgpu::Buffer,
+    pub post: &'a wgpu::Buffer,
+    pub acc: &'a wgpu::Buffer,
+    pub acc_off: usize,
+    pub pd: usize,
+}
+
+/// The input of the per-layer projection where a `PleAcc` made its sums: the sums, e (the
+/// layer's per-layer inputs, from an offset), d (the down projection's output), h and
+/// w_post as in `PleAcc`, and where to store h2.
+#[derive(Clone, Copy)]
+pub struct PleGate<'a> {
+    pub acc: &'a wgpu::Buffer,
+    pub acc_off: usize,
+    pub e: (&'a wgpu::Buffer, usize),
+    pub d: &'a wgpu::Buffer,
+    pub h: &'a wgpu::Buffer,
+    pub post: &'a wgpu::Buffer,
+    pub h2: &'a wgpu::Buffer,
+    pub eps: f32,
+}
+
+/// i64 accumulators a layer's `PleAcc` takes for a gate of `pd`: matvec_ple.wgsl's COPIES
+/// copies of the two sums.
+pub fn ple_acc_words(pd: usize) -> usize {
+    8 * 2 * pd
+}
+
+/// Whether decode can take the per-layer-embedding gate through the down projection
+/// (`PleAcc`) for a gate of `pd` and a hidden size of `hidden`: 64-bit atomics, a gate of
+/// at most one workgroup's invocations in whole vec4s, and a twelfth storage buffer.
+pub fn ple_acc_usable(k: &Kernels, pd: usize, hidden: usize) -> bool {
+    k.gpu.int64_atomics && pd > 0 && pd <= MATVEC_WG && pd.is_multiple_of(4) && hidden.is_multiple_of(4) && k.gpu.limits.max_storage_buffers_per_shader_stage >= 12
+}
+
+/// W_gate (pd rows of `hidden`, dequantized) transposed, hidden × pd: `PleAcc::gate_t`.
+pub fn gate_transposed(gate: &[f32], pd: usize, hidden: usize) -> Vec<f32> {
+    let mut t = vec![0.0; pd * hidden];
+    for (j, row) in gate.chunks_exact(hidden).enumerate() {
+        for (r, &v) in row.iter().enumerate() {
+            t[r * pd + j] = v;
+        }
+    }
+    t
 }
 
 /// `norm::residual_norm` for one row, folded into the matvec that reads its result (each
@@ -111,6 +172,7 @@ impl MatvecIn<'_> {
                 check_x_off(*off)?;
                 check_len(x, &format!("{op} input"), off + cols)
             }
+            MatvecIn::PleGate(g) => check_len(g.e.0, &format!("{op} per-layer inputs"), g.e.1 + cols),
             MatvecIn::Residual(r) => {
                 if cols > RESIDUAL_IN_MAX || !cols.is_multiple_of(4) {
                     return Err(Error::Input(format!("{op}: a residual input of {cols} (a multiple of 4, at most {RESIDUAL_IN_MAX})")));
@@ -136,6 +198,8 @@ enum Epilogue<'a> {
     GeluMul(&'a wgpu::Buffer, usize),
     /// Rows from `split_a` go to the second output, from `split_b` to the third.
     Route { split_a: usize, split_b: usize, y2: (&'a wgpu::Buffer, usize), y3: (&'a wgpu::Buffer, usize) },
+    /// Also the per-layer-embedding gate's sums (`PleAcc`).
+    PleAcc(PleAcc<'a>),
     /// `w` stacks experts of `rpe` rows; output row r is row r % rpe of expert
     /// `ids[r / rpe]` (top_k slots), with x advanced `x_slot` floats a slot. `geglu`: each
     /// expert stacks [gate; up] (2 · rpe rows) and row r gets their GeGLU.
@@ -533,6 +597,35 @@ pub fn matvec_input(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: MatvecIn, y: &
     matvec(k, b, w, x, y, y_off, Epilogue::None)
 }
 
+/// One token: the FFN's down projection `y[r] = Σ_c w[r, c] · x[c]`, which also adds its
+/// rows' terms of the per-layer-embedding gate's sums (`PleAcc`). CPU twin: see `PleAcc`.
+pub fn matvec_ple_acc(k: &Kernels, b: &mut Batch, w: &GpuMatrix, x: &wgpu::Buffer, y: &wgpu::Buffer, ple: PleAcc) -> Result<()> {
+    if !ple_acc_usable(k, ple.pd, w.rows) {
+        return Err(Error::Input(format!("matvec_ple_acc: a gate of {} over {} rows on a device without 64-bit atomics or the shape's rules", ple.pd, w.rows)));
+    }
+    let input = MatvecIn::Vector(x, 0);
+    input.check("matvec_ple_acc", w.cols)?;
+    check_len(y, "matvec_ple_acc output", w.rows)?;
+    let words = 2 * (ple.acc_off + ple_acc_words(ple.pd));
+    super::check_fits("matvec_ple_acc", &[(ple.gate_t, w.rows * ple.pd), (ple.h, w.rows), (ple.post, w.rows), (ple.acc, words)])?;
+    matvec(k, b, w, input, y, 0, Epilogue::PleAcc(ple))
+}
+
+/// One token: the per-layer projection `y[r] = Σ_c w[r, c] · g[c]` of the gate that
+/// `PleGate` makes from the sums a `matvec_ple_acc` left (w: hidden × pd). CPU twin: see
+/// `PleAcc`, then `cpu::ops::matmul`.
+pub fn matvec_ple_gate(k: &Kernels, b: &mut Batch, w: &GpuMatrix, g: PleGate, y: &wgpu::Buffer) -> Result<()> {
+    if !ple_acc_usable(k, w.cols, w.rows) {
+        return Err(Error::Input(format!("matvec_ple_gate: a gate of {} over {} rows on a device without 64-bit atomics or the shape's rules", w.cols, w.rows)));
+    }
+    let input = MatvecIn::PleGate(g);
+    input.check("matvec_ple_gate", w.cols)?;
+    check_len(y, "matvec_ple_gate output", w.rows)?;
+    let words = 2 * (g.acc_off + ple_acc_words(w.cols));
+    super::check_fits("matvec_ple_gate", &[(g.d, w.rows), (g.h, w.rows), (g.post, w.rows), (g.h2, w.rows), (g.acc, words)])?;
+    matvec(k, b, w, input, y, 0, Epilogue::None)
+}
+
 /// One token through a matrix stacking [a; b; c] (one tile): rows of part i go to
 /// `outs[i]` = (buffer, element offset, rows); a part of 0 rows is absent. CPU twin:
 /// `cpu::ops::matmul` of each part.
@@ -615,6 +708,13 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let ch = matvec_chunk(w.ty, shape_rows);
     let chunks = w.cols / ch;
     let tpr = matvec_tpr(chunks, shape_rows, matches!(input, MatvecIn::Residual(_)));
+    // The per-layer-embedding gate's part: its sums (PLE_ACC) or its input (PLE_GATE).
+    let (ple_acc, ple_gate) = (matches!(epi, Epilogue::PleAcc(_)), matches!(input, MatvecIn::PleGate(_)));
+    let pd = match (epi, input) {
+        (Epilogue::PleAcc(a), _) => a.pd,
+        (_, MatvecIn::PleGate(_)) => w.cols,
+        _ => 0,
+    };
     let cpt = chunks.div_ceil(tpr);
     // Subgroup sums where subgroups are exactly 32 wide (an H100's), else the tree.
     let sg = super::uniform_subgroups(k) == Some(32);
@@ -632,27 +732,46 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     // limbs take workgroup memory, so rows no longer than a folded input's.
     let staged = !experts && (rn > 0 || (w.rows >= INT_DOT_ROWS && w.cols <= RESIDUAL_IN_MAX));
     let xn = if k.int_dot && staged && shaders::has_int_dot(w.ty) { w.cols } else { 0 };
-    let name = format!("matvec/{}/ch{ch}/tpr{tpr}/cpt{cpt}/t{tiles}/rn{rn}/{}/{}{tag}/xn{xn}{}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" }, if experts { "/experts" } else { "" });
+    let ple = match (ple_acc, ple_gate) {
+        (true, _) => format!("/ple_acc{pd}"),
+        (_, true) => format!("/ple_gate{pd}x{}", w.rows),
+        _ => String::new(),
+    };
+    let name = format!("matvec/{}/ch{ch}/tpr{tpr}/cpt{cpt}/t{tiles}/rn{rn}/{}/{}{tag}/xn{xn}{}{ple}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" }, if experts { "/experts" } else { "" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst TILES: u32 = {tiles}u;\nconst XN: u32 = {xn}u;\nconst EXPERTS: bool = {experts};\n");
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst TILES: u32 = {tiles}u;\nconst XN: u32 = {xn}u;\nconst EXPERTS: bool = {experts};\nconst PLE_ACC: bool = {ple_acc};\nconst PLE_GATE: bool = {ple_gate};\nconst PD: u32 = {pd}u;\nconst PH: u32 = {}u;\n", w.rows);
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
         parts.push(shaders::QUANT_SPAN);
         parts.extend(shaders::quant_dot(w.ty, xn > 0, ch));
-        parts.extend([shaders::MATVEC, shaders::MATVEC_X_LIMBS, reduce, wg_reduce[0], wg_reduce[1]]);
+        let ple_part = if pd > 0 { shaders::MATVEC_PLE } else { shaders::MATVEC_PLE_NONE };
+        parts.extend([shaders::MATVEC, ple_part, shaders::MATVEC_X_LIMBS, reduce, wg_reduce[0], wg_reduce[1]]);
         let (r, rw) = (Access::Read, Access::ReadWrite);
-        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers: vec![r, r, rw, r, rw, rw, r, rw, r, r, r] }
+        let mut buffers = vec![r, r, rw, r, rw, rw, r, rw, r, r, r];
+        if pd > 0 {
+            buffers.push(rw);
+        }
+        KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers }
     })?;
     let stand_x = k.scratch("matvec/x_out", 4);
     let (x, x_off, resid) = match input {
         MatvecIn::Vector(x, off) => (x, off, None),
         MatvecIn::Residual(r) => (r.x_in.0, 0, Some(r)),
+        MatvecIn::PleGate(g) => (g.h, 0, None),
     };
-    let (a, x_out, post, pre) = match &resid {
-        Some(r) => (r.a.0, r.x_out.0, r.post, r.pre.unwrap_or(r.post)),
-        None => (&k.dummy, &stand_x, &k.dummy, &k.dummy),
+    let (a, x_out, post, pre) = match (&resid, input, epi) {
+        (Some(r), _, _) => (r.a.0, r.x_out.0, r.post, r.pre.unwrap_or(r.post)),
+        (_, MatvecIn::PleGate(g), _) => (g.d, g.h2, g.post, &k.dummy),
+        (_, _, Epilogue::PleAcc(a)) => (a.h, &stand_x, a.post, &k.dummy),
+        _ => (&k.dummy, &stand_x, &k.dummy, &k.dummy),
+    };
+    // The gate's sums and where they start, and its scalar parameters.
+    let (acc, acc_off, eps) = match (input, epi) {
+        (MatvecIn::PleGate(g), _) => (Some(g.acc), g.acc_off, g.eps),
+        (_, Epilogue::PleAcc(a)) => (Some(a.acc), a.acc_off, 0.0),
+        _ => (None, 0, resid.map_or(0.0, |r| r.eps)),
     };
     // Unused outputs bind stand-ins: writable bindings may not share a buffer.
     let (stand2, stand3) = (k.scratch("matvec/y2", 4), k.scratch("matvec/y3", 4));
@@ -663,6 +782,11 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         Epilogue::GeluMul(o, off) => (2, (o, off), (0, 0), unrouted),
         Epilogue::Route { split_a, split_b, y2, y3 } => (3, (&k.dummy, 0), (split_a, split_b), (y2, y3)),
         Epilogue::Experts { ids, .. } => (0, (ids, 0), (0, 0), unrouted),
+        Epilogue::PleAcc(a) => (0, (a.gate_t, 0), (0, 0), unrouted),
+    };
+    let (other, other_off) = match input {
+        MatvecIn::PleGate(g) => g.e,
+        _ => (other, other_off),
     };
     let (rpe, block, x_slot, _) = ex.unwrap_or((1, 1, 0, 0));
     for tile in w.tiles() {
@@ -677,7 +801,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
             row0: if experts { 0 } else { tile.row0 as u32 },
             groups_x,
             mode,
-            other_off: if experts { 0 } else { (other_off + tile.row0) as u32 },
+            other_off: if experts { 0 } else if ple_gate { other_off as u32 } else { (other_off + tile.row0) as u32 },
             split_a: split_a as u32,
             split_b: split_b as u32,
             y2_off: y2.1 as u32,
@@ -688,14 +812,17 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
             store_x: (tile.row0 == 0) as u32,
             pre: resid.is_some_and(|r| r.pre.is_some()) as u32,
             scale: resid.map_or(1.0, |r| r.scale),
-            eps: resid.map_or(0.0, |r| r.eps),
+            eps,
             rpe: rpe as u32,
             e0: (tile.row0 / block) as u32,
             e_count: (tile.rows / block) as u32,
             x_slot4: (x_slot / 4) as u32,
+            acc_off: acc_off as u32,
         };
         // The weights are bound twice: as 4-byte words (w) and 16-byte words (w4).
-        b.dispatch(&kernel, &[&tile.buffer, x, y, other, y2.0, y3.0, a, x_out, post, pre, &tile.buffer], &p, grid)?;
+        let mut bufs = vec![&tile.buffer, x, y, other, y2.0, y3.0, a, x_out, post, pre, &tile.buffer];
+        bufs.extend(acc);
+        b.dispatch(&kernel, &bufs, &p, grid)?;
     }
     Ok(())
 }

@@ -52,6 +52,14 @@ impl<'a> Residual<'a> {
         self.cur
     }
 
+    /// For a kernel that makes the next residual itself (no step may be pending): the
+    /// buffer holding the residual and the one to write it to, which then holds it.
+    pub fn advance(&mut self) -> (&'a wgpu::Buffer, &'a wgpu::Buffer) {
+        debug_assert!(self.pending.is_none(), "a residual step is pending");
+        std::mem::swap(&mut self.cur, &mut self.other);
+        (self.other, self.cur)
+    }
+
     /// Leave `step` pending (flushing one that already is).
     pub fn push(&mut self, k: &Kernels, b: &mut Batch, step: Step<'a>) -> Result<()> {
         self.flush(k, b, None)?;
