@@ -9,7 +9,7 @@
 // limbs instead, by the prologue or without one (matvec_x_limbs.wgsl, composed into every
 // matvec), for the chunk dot products that take them (quant/q*_idot.wgsl).
 //
-// With PRELOAD (set only with a prologue), every chunk of an invocation's rows is loaded
+// With PRELOAD (set only with a prologue or PLE_GATE), every chunk of an invocation's rows is loaded
 // before the prologue, so the weights' trip from memory overlaps its reads and reductions
 // instead of following them (H100 decode, three alternated runs: 270M 1,150-1,194 ->
 // 1,210-1,219 tok/s); the encoder keeps that to short rows, where the registers it holds

@@ -83,12 +83,20 @@ const PH4: u32 = PH / 4u;
 const PHK: u32 = (PH4 + WG - 1u) / WG;
 
 fn ple_gate(lin: u32, lid: u32) {
-    // Every load first: one wait on memory.
+    // Every load first (the first workgroup's h and w_post too): one wait on memory. The
+    // projection's weights were loaded before (PRELOAD).
     var dv: array<vec4<f32>, PHK>;
+    var hv: array<vec4<f32>, PHK>;
+    var wv: array<vec4<f32>, PHK>;
     var ss = 0.0;
     for (var k = 0u; k < PHK; k++) {
-        let i = 4u * min(lid + k * WG, PH4 - 1u);
+        let q = min(lid + k * WG, PH4 - 1u);
+        let i = 4u * q;
         dv[k] = vec4<f32>(ra[i], ra[i + 1u], ra[i + 2u], ra[i + 3u]);
+        if (lin == 0u) {
+            hv[k] = x[q];
+            wv[k] = vec4<f32>(w_post[i], w_post[i + 1u], w_post[i + 2u], w_post[i + 3u]);
+        }
         ss += select(0.0, dot(dv[k], dv[k]), lid + k * WG < PH4);
     }
     let j = min(lid, PD - 1u);
@@ -110,8 +118,8 @@ fn ple_gate(lin: u32, lid: u32) {
             let q = lid + k * WG;
             if (q < PH4) {
                 var t = dv[k] * r;
-                t *= vec4<f32>(w_post[4u * q], w_post[4u * q + 1u], w_post[4u * q + 2u], w_post[4u * q + 3u]);
-                let v = x[q] + t;
+                t *= wv[k];
+                let v = hv[k] + t;
                 let o = p.xout_off + 4u * q;
                 x_out[o] = v.x;
                 x_out[o + 1u] = v.y;

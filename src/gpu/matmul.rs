@@ -722,8 +722,8 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let rn = if matches!(input, MatvecIn::Residual(_)) { w.cols } else { 0 };
     let (wg_reduce, tag) = super::reduce(k);
     let gelu_pair = matches!(epi, Epilogue::GeluPair | Epilogue::Experts { geglu: true, .. });
-    // Follows from rn, which the name already holds.
-    let preload = rn > 0 && rn <= PRELOAD_MAX_COLS;
+    // Follows from rn and the gate's part, which the name already holds.
+    let preload = (rn > 0 || ple_gate) && w.cols <= PRELOAD_MAX_COLS;
     // Row tiles per workgroup: see FOLDED_MAX_GROUPS.
     let rows_per_group = MATVEC_WG / tpr;
     let out_rows = if gelu_pair { w.rows / 2 } else { w.rows };
