@@ -45,10 +45,11 @@
 // x for every slot). The input is read from its buffer (XN = 0, no prologue). With PAIR
 // too, each expert stacks [gate; up] and row r gets GeGLU of its gate and up rows.
 //
-// Gemma 4's per-layer-embedding gate (matvec_ple.wgsl, or its stub matvec_ple_none.wgsl,
-// composed after this file): with PLE_ACC the matvec (the down projection) also adds its
-// rows' terms of the gate's sums into accumulators; with PLE_GATE the input is the gate
-// made from them (no prologue, XN = 0).
+// Gemma 4's per-layer-embedding gate (matvec_ple.wgsl with matvec_ple_acc.wgsl or
+// matvec_ple_gate.wgsl, or the stubs of matvec_ple_none.wgsl, composed after this file):
+// with PLE_ACC the matvec (the down projection) also adds its rows' terms of the gate's
+// sums into accumulators; with PLE_GATE the input is the gate made from them (no
+// prologue, XN = 0).
 
 struct Params {
     chunks: u32,     // chunks per row

@@ -88,7 +88,7 @@ pub enum MatvecIn<'a> {
 }
 
 /// Gemma 4's per-layer-embedding gate through the FFN's down projection, in decode
-/// (shaders/matmul/matvec_ple.wgsl): the down projection (`matvec_ple_acc`) adds its rows'
+/// (shaders/matmul/matvec_ple*.wgsl): the down projection (`matvec_ple_acc`) adds its rows'
 /// terms of W_gate · h and W_gate · (w_post ⊙ d) into `acc` from `acc_off`
 /// (`PLE_ACC_WORDS` i64s a layer, zeroed before), and the per-layer projection's matvec
 /// (`MatvecIn::PleGate`) makes g = gelu_tanh(W_gate · h2) ⊙ e from them, h2 = h + RMS(d) ⊙
@@ -124,7 +124,7 @@ pub struct PleGate<'a> {
 /// i64 accumulators a layer's `PleAcc` takes for a gate of `pd`: matvec_ple.wgsl's COPIES
 /// copies of the two sums.
 pub fn ple_acc_words(pd: usize) -> usize {
-    8 * 2 * pd
+    4 * 2 * pd
 }
 
 /// Whether decode can take the per-layer-embedding gate through the down projection
@@ -746,13 +746,21 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
         parts.extend(&quant);
         parts.push(shaders::QUANT_SPAN);
         parts.extend(shaders::quant_dot(w.ty, xn > 0, ch));
-        let ple_part = if pd > 0 { shaders::MATVEC_PLE } else { shaders::MATVEC_PLE_NONE };
-        parts.extend([shaders::MATVEC, ple_part, shaders::MATVEC_X_LIMBS, reduce, wg_reduce[0], wg_reduce[1]]);
+        parts.push(shaders::MATVEC);
         let (r, rw) = (Access::Read, Access::ReadWrite);
         let mut buffers = vec![r, r, rw, r, rw, rw, r, rw, r, r, r];
-        if pd > 0 {
-            buffers.push(rw);
+        match (ple_acc, ple_gate) {
+            (true, _) => {
+                parts.extend([shaders::MATVEC_PLE, shaders::MATVEC_PLE_ACC]);
+                buffers.push(rw);
+            }
+            (_, true) => {
+                parts.extend([shaders::MATVEC_PLE, shaders::MATVEC_PLE_GATE]);
+                buffers.push(r);
+            }
+            _ => parts.push(shaders::MATVEC_PLE_NONE),
         }
+        parts.extend([shaders::MATVEC_X_LIMBS, reduce, wg_reduce[0], wg_reduce[1]]);
         KernelSource { name: name.clone(), code: compose(&parts), entry: "main", buffers }
     })?;
     let stand_x = k.scratch("matvec/x_out", 4);

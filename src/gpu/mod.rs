@@ -45,9 +45,12 @@ pub mod shaders {
     pub const MATVEC: &str = include_str!("../../shaders/matmul/matvec.wgsl");
     pub const MATVEC_REDUCE_TREE: &str = include_str!("../../shaders/matmul/matvec_reduce_tree.wgsl");
     pub const MATVEC_REDUCE_SUBGROUP: &str = include_str!("../../shaders/matmul/matvec_reduce_subgroup.wgsl");
-    /// The per-layer-embedding gate's hooks (`matmul::PleAcc`, `matmul::PleGate`), and their
-    /// stubs for every other matvec.
+    /// The per-layer-embedding gate's hooks: what both of its kernels share, the down
+    /// projection's part (`matmul::PleAcc`), the per-layer projection's (`matmul::PleGate`),
+    /// and stubs for every other matvec.
     pub const MATVEC_PLE: &str = include_str!("../../shaders/matmul/matvec_ple.wgsl");
+    pub const MATVEC_PLE_ACC: &str = include_str!("../../shaders/matmul/matvec_ple_acc.wgsl");
+    pub const MATVEC_PLE_GATE: &str = include_str!("../../shaders/matmul/matvec_ple_gate.wgsl");
     pub const MATVEC_PLE_NONE: &str = include_str!("../../shaders/matmul/matvec_ple_none.wgsl");
 
     /// Raw-word spans for the matvec chunk loads of 2-aligned block types.
