@@ -9,16 +9,17 @@
 //   and D (from Gt = W_gateᵀ in f32, made at load) into the sums with atomic adds;
 // - matvec_ple_gate.wgsl (the per-layer projection W_proj): every workgroup reads the
 //   sums, reduces rms(d) from d and makes g as its input; its first workgroup stores h2.
-// The gate's matvec and its dispatch leave the chain (H200, E2B decode +N%:
-// docs/performance-log.md, fifty-fourth session).
+// The gate's matvec and its dispatch leave the chain (H200, decode tg64 after 16 tokens:
+// E2B +1.8%, E4B +3.0%; docs/performance-log.md, fifty-fourth session). Its bound, the
+// dispatch left out with nothing added, was +10%: the sums' atomic adds, their reads and
+// the down projection's extra loads take most of it.
 //
 // The sums are 64-bit fixed point (FX = 2^32 per unit, |sum| < 2^31): integer adds give
 // the same result in any order, so decode stays reproducible. A term is clamped to ±1e9
 // and rounded to 2^-32, so a sum of n terms is within n · 2^-33 of the f32 terms' exact
-// sum. COPIES copies, taken by workgroup index, keep the adds to any one address few (one
-// copy measured 9% slower than eight on an H200, four as fast as eight); the reader adds
-// them. Layout from p.acc_off (in i64s): COPIES × [H (PD) | D (PD)].
+// sum. COPIES copies (a header constant, `matmul::PLE_COPIES`), taken by workgroup index,
+// keep the adds to any one address few; the reader adds them. Layout from p.acc_off (in
+// i64s): COPIES × [H (PD) | D (PD)].
 
-const COPIES: u32 = 4u;
 const FX: f32 = 4294967296.0;
 const FX_INV: f32 = 2.3283064365386963e-10;

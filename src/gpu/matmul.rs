@@ -121,10 +121,24 @@ pub struct PleGate<'a> {
     pub eps: f32,
 }
 
-/// i64 accumulators a layer's `PleAcc` takes for a gate of `pd`: matvec_ple.wgsl's COPIES
-/// copies of the two sums.
+/// Copies of the per-layer-embedding gate's sums (matvec_ple.wgsl's COPIES): the down
+/// projection's workgroups take them in turn, so each address takes fewer atomic adds,
+/// and every workgroup of the per-layer projection reads them all. H200, E2B decode tg64
+/// after 16 tokens, three alternated rounds (tok/s; the gate's own matvec 491.7-492.6):
+/// 4 copies ~495 (the Q6_K down of 12288 columns 20.3 µs), 8 495.7-497.9 (18.2), 16
+/// 493.6-502.1 (18.0; the projection 9.5 µs against 8.6), 32 483.8-484.8 (the projection
+/// 11.4 µs); 16 with PLE_ACC_TPR 499.6-500.7, 8 with it 497.2-497.3.
+const PLE_COPIES: usize = 16;
+
+/// At most this many invocations a row for a down projection that adds the gate's sums:
+/// two rows a workgroup or more, whose terms meet in the workgroup before its atomic adds
+/// (E2B's Q6_K down of 12288 columns otherwise takes 256 a row, one row a workgroup).
+/// Measured with PLE_COPIES, above.
+const PLE_ACC_TPR: usize = 128;
+
+/// i64 accumulators a layer's `PleAcc` takes for a gate of `pd`: the copies of the two sums.
 pub fn ple_acc_words(pd: usize) -> usize {
-    4 * 2 * pd
+    PLE_COPIES * 2 * pd
 }
 
 /// Whether decode can take the per-layer-embedding gate through the down projection
@@ -707,7 +721,10 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let (experts, shape_rows) = (ex.is_some(), ex.map_or(w.rows, |e| e.3));
     let ch = matvec_chunk(w.ty, shape_rows);
     let chunks = w.cols / ch;
-    let tpr = matvec_tpr(chunks, shape_rows, matches!(input, MatvecIn::Residual(_)));
+    let mut tpr = matvec_tpr(chunks, shape_rows, matches!(input, MatvecIn::Residual(_)));
+    if matches!(epi, Epilogue::PleAcc(_)) {
+        tpr = tpr.min(PLE_ACC_TPR);
+    }
     // The per-layer-embedding gate's part: its sums (PLE_ACC) or its input (PLE_GATE).
     let (ple_acc, ple_gate) = (matches!(epi, Epilogue::PleAcc(_)), matches!(input, MatvecIn::PleGate(_)));
     let pd = match (epi, input) {
@@ -740,7 +757,7 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let name = format!("matvec/{}/ch{ch}/tpr{tpr}/cpt{cpt}/t{tiles}/rn{rn}/{}/{}{tag}/xn{xn}{}{ple}", w.ty, if gelu_pair { "pair" } else { "one" }, if sg { "sg" } else { "wg" }, if experts { "/experts" } else { "" });
     let quant = quant_parts(w.ty)?;
     let kernel = k.get(&name, || {
-        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst TILES: u32 = {tiles}u;\nconst XN: u32 = {xn}u;\nconst EXPERTS: bool = {experts};\nconst PLE_ACC: bool = {ple_acc};\nconst PLE_GATE: bool = {ple_gate};\nconst PD: u32 = {pd}u;\nconst PH: u32 = {}u;\n", w.rows);
+        let header = format!("const WG: u32 = {MATVEC_WG}u;\nconst TPR: u32 = {tpr}u;\nconst CPT: u32 = {cpt}u;\nconst RN: u32 = {rn}u;\nconst PAIR: bool = {gelu_pair};\nconst PRELOAD: bool = {preload};\nconst TILES: u32 = {tiles}u;\nconst XN: u32 = {xn}u;\nconst EXPERTS: bool = {experts};\nconst PLE_ACC: bool = {ple_acc};\nconst PLE_GATE: bool = {ple_gate};\nconst PD: u32 = {pd}u;\nconst PH: u32 = {}u;\nconst COPIES: u32 = {PLE_COPIES}u;\n", w.rows);
         let reduce = if sg { shaders::MATVEC_REDUCE_SUBGROUP } else { shaders::MATVEC_REDUCE_TREE };
         let mut parts = vec![header.as_str()];
         parts.extend(&quant);
