@@ -950,12 +950,12 @@ impl GpuModel {
         // One token: the down projection also adds up the per-layer-embedding gate's sums
         // (`matmul::PleAcc`), and the gate's matvec leaves the chain.
         let ple_acc = match (&w.ple, &s.ple) {
-            (Some(pw), Some(ps)) if n == 1 && self.ple_acc => pw.gate_t.as_ref().map(|gt| (pw, ps, gt)),
+            (Some(pw), Some(ps)) if n == 1 && self.ple_acc => pw.gate_t.as_ref().map(|gt| (ps, gt)),
             _ => None,
         };
         let acc_off = li * matmul::ple_acc_words(c.ple_dim);
         match ple_acc {
-            Some((_, ps, gate_t)) => {
+            Some((ps, gate_t)) => {
                 let sums = matmul::PleAcc { gate_t, h: r.x(), post: &w.post_ffw_norm, acc: &ps.acc, acc_off, pd: c.ple_dim };
                 matmul::matvec_ple_acc(k, b, &w.down, &s.gate, &s.ffn, sums)?;
             }
