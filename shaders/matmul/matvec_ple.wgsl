@@ -14,10 +14,11 @@
 // dispatch left out with nothing added, was +10%: the sums' atomic adds, their reads and
 // the down projection's extra loads take most of it.
 //
-// The sums are 64-bit fixed point (FX = 2^32 per unit, |sum| < 2^31): integer adds give
-// the same result in any order, so decode stays reproducible. A term is clamped to ±1e9
-// and rounded to 2^-32, so a sum of n terms is within n · 2^-33 of the f32 terms' exact
-// sum. COPIES copies (a header constant, `matmul::PLE_COPIES`), taken by workgroup index,
+// The sums are 64-bit fixed point (FX = 2^32 per unit): integer adds give the same
+// result in any order, so decode stays reproducible. A copy holds sums of up to 2^31 in
+// size (a gate's pre-activations are orders of magnitude smaller; past that it would
+// wrap). A term is clamped to ±1e9 (its conversion stays defined) and rounded to 2^-32, so
+// a sum of n terms is within n · 2^-33 of the f32 terms' exact sum. COPIES copies (a header constant, `matmul::PLE_COPIES`), taken by workgroup index,
 // keep the adds to any one address few; the reader adds them. Layout from p.acc_off (in
 // i64s): COPIES × [H (PD) | D (PD)].
 
