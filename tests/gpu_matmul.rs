@@ -1570,5 +1570,16 @@ fn matvec_ple_gate_through_down_matches_cpu() {
             assert!(eu < TOL, "{what}: u rel err {eu}");
         }
         assert!(k.compiled_matching(|n| n.starts_with("matvec/Q6_K/ch16/tpr128/") && n.ends_with("/ple_acc256")), "the widest down did not take 128 a row");
+        // Buffers too small for the layer's sums, or a gate the kernels do not take, are errors.
+        let (hidden, pd) = (64, 32);
+        let down = GpuMatrix::upload(&k, "down", GgmlType::F32, 256, hidden, &random_matrix(&mut rng, GgmlType::F32, 256, hidden)).unwrap();
+        let proj = GpuMatrix::upload(&k, "proj", GgmlType::F32, 260, hidden, &random_matrix(&mut rng, GgmlType::F32, 260, hidden)).unwrap();
+        let (x, v, gt) = (up(&k, &[0.0; 256]), up(&k, &[0.0; 64]), up(&k, &vec![0.0; hidden * pd]));
+        let small = up_u32(&k, &vec![0; 2 * ple_acc_words(pd) - 1]);
+        let mut b = Batch::new(Arc::clone(&k.gpu), 4);
+        let sums = PleAcc { gate_t: &gt, h: &v, post: &v, acc: &small, acc_off: 0, pd };
+        assert!(matches!(matvec_ple_acc(&k, &mut b, &down, &x, &v, sums), Err(Error::Input(_))), "short sums");
+        let g = PleGate { acc: &small, acc_off: 0, e: (&v, 0), d: &v, h: &v, post: &v, h2: &v, eps };
+        assert!(matches!(matvec_ple_gate(&k, &mut b, &proj, g, &v), Err(Error::Input(_))), "a gate of 260 (wider than a workgroup)");
     }
 }

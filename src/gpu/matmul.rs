@@ -90,7 +90,7 @@ pub enum MatvecIn<'a> {
 /// Gemma 4's per-layer-embedding gate through the FFN's down projection, in decode
 /// (shaders/matmul/matvec_ple*.wgsl): the down projection (`matvec_ple_acc`) adds its rows'
 /// terms of W_gate · h and W_gate · (w_post ⊙ d) into `acc` from `acc_off`
-/// (`PLE_ACC_WORDS` i64s a layer, zeroed before), and the per-layer projection's matvec
+/// (`ple_acc_words` i64s a layer, zeroed before), and the per-layer projection's matvec
 /// (`MatvecIn::PleGate`) makes g = gelu_tanh(W_gate · h2) ⊙ e from them, h2 = h + RMS(d) ⊙
 /// w_post. CPU twin: `cpu::ops::rms_norm_to` accumulating, `cpu::ops::matmul` by W_gate,
 /// GELU and the product with e (`cpu::ops::geglu`).
