@@ -18,9 +18,10 @@
 // result in any order, so decode stays reproducible. A copy holds sums of up to 2^31 in
 // size (a gate's pre-activations are orders of magnitude smaller; past that it would
 // wrap). A term is clamped to ±1e9 (its conversion stays defined) and rounded to 2^-32, so
-// a sum of n terms is within n · 2^-33 of the f32 terms' exact sum. COPIES copies (a header constant, `matmul::PLE_COPIES`), taken by workgroup index,
-// keep the adds to any one address few; the reader adds them. Layout from p.acc_off (in
-// i64s): COPIES × [H (PD) | D (PD)].
+// a sum of n terms is within n · 2^-33 of the f32 terms' exact sum. COPIES copies (a
+// header constant, `matmul::PLE_COPIES`), taken by workgroup index, keep the adds to any
+// one address few; the reader adds them. Layout from p.acc_off (in i64s): COPIES × [H
+// (PD) | D (PD)].
 
 const FX: f32 = 4294967296.0;
 const FX_INV: f32 = 2.3283064365386963e-10;

@@ -145,7 +145,7 @@ fn ple_gate_t_bytes(c: &Config) -> u64 {
 /// Whether the layout's per-layer-embedding gate fits `matmul::PleAcc` (`ple_acc_usable`
 /// then asks the device) and no MoE branch adds to the down projection's output.
 fn ple_gate_fits(c: &Config) -> bool {
-    c.ple_dim > 0 && c.ple_dim <= 256 && c.ple_dim.is_multiple_of(4) && c.hidden.is_multiple_of(4) && c.moe.is_none()
+    matmul::ple_acc_fits(c.ple_dim, c.hidden) && c.moe.is_none()
 }
 
 /// Bytes a cache of `capacity` tokens takes with K/V elements of `elem` bytes and f32

@@ -141,11 +141,17 @@ pub fn ple_acc_words(pd: usize) -> usize {
     PLE_COPIES * 2 * pd
 }
 
+/// Whether the kernels of `PleAcc` take a gate of `pd` over a hidden size of `hidden`: at
+/// most one workgroup's invocations, both in whole vec4s.
+pub fn ple_acc_fits(pd: usize, hidden: usize) -> bool {
+    pd > 0 && pd <= MATVEC_WG && pd.is_multiple_of(4) && hidden.is_multiple_of(4)
+}
+
 /// Whether decode can take the per-layer-embedding gate through the down projection
-/// (`PleAcc`) for a gate of `pd` and a hidden size of `hidden`: 64-bit atomics, a gate of
-/// at most one workgroup's invocations in whole vec4s, and a twelfth storage buffer.
+/// (`PleAcc`) here: the shapes fit, and the device has 64-bit atomics and a twelfth
+/// storage buffer.
 pub fn ple_acc_usable(k: &Kernels, pd: usize, hidden: usize) -> bool {
-    k.gpu.int64_atomics && pd > 0 && pd <= MATVEC_WG && pd.is_multiple_of(4) && hidden.is_multiple_of(4) && k.gpu.limits.max_storage_buffers_per_shader_stage >= 12
+    ple_acc_fits(pd, hidden) && k.gpu.int64_atomics && k.gpu.limits.max_storage_buffers_per_shader_stage >= 12
 }
 
 /// W_gate (pd rows of `hidden`, dequantized) transposed, hidden × pd: `PleAcc::gate_t`.
@@ -721,12 +727,12 @@ fn matvec(k: &Kernels, b: &mut Batch, w: &GpuMatrix, input: MatvecIn, y: &wgpu::
     let (experts, shape_rows) = (ex.is_some(), ex.map_or(w.rows, |e| e.3));
     let ch = matvec_chunk(w.ty, shape_rows);
     let chunks = w.cols / ch;
-    let mut tpr = matvec_tpr(chunks, shape_rows, matches!(input, MatvecIn::Residual(_)));
-    if matches!(epi, Epilogue::PleAcc(_)) {
-        tpr = tpr.min(PLE_ACC_TPR);
-    }
     // The per-layer-embedding gate's part: its sums (PLE_ACC) or its input (PLE_GATE).
     let (ple_acc, ple_gate) = (matches!(epi, Epilogue::PleAcc(_)), matches!(input, MatvecIn::PleGate(_)));
+    let mut tpr = matvec_tpr(chunks, shape_rows, matches!(input, MatvecIn::Residual(_)));
+    if ple_acc {
+        tpr = tpr.min(PLE_ACC_TPR);
+    }
     let pd = match (epi, input) {
         (Epilogue::PleAcc(a), _) => a.pd,
         (_, MatvecIn::PleGate(_)) => w.cols,
