@@ -112,7 +112,7 @@ fn main() -> rullama::Result<()> {
     // The floor for the matvecs below: a kernel that only streams `bytes` (16-byte loads,
     // `per` of them in flight per invocation, summed) from memory, over enough copies to
     // pass through L2.
-    for (bytes, copies) in [(1_769_472usize, 96usize), (10_616_832, 16), (7_962_624, 24), (110_100_480, 4), (330_301_440, 2)] {
+    for (bytes, copies) in [(1_769_472usize, 96usize), (10_616_832, 16), (7_962_624, 24), (15_925_248, 12), (21_233_664, 8), (110_100_480, 4), (330_301_440, 2)] {
         for per in [1u32, 4, 8] {
             let code = format!(
                 "@group(0) @binding(0) var<uniform> p: vec4<u32>;\n@group(0) @binding(1) var<storage, read> src: array<vec4<u32>>;\n@group(0) @binding(2) var<storage, read_write> o: array<u32>;\n@compute @workgroup_size(256)\nfn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {{\n let n = arrayLength(&src);\n let total = nw.x * 256u;\n var s = vec4<u32>(0u);\n for (var b = gid.x; b < n; b += total * {per}u) {{\n  var r: array<vec4<u32>, {per}>;\n  for (var i = 0u; i < {per}u; i++) {{ r[i] = src[min(b + i * total, n - 1u)]; }}\n  for (var i = 0u; i < {per}u; i++) {{ s += r[i]; }}\n }}\n if (s.x == 12345u) {{ o[0] = s.y; }}\n}}\n"
@@ -135,13 +135,16 @@ fn main() -> rullama::Result<()> {
     }
     // Matvecs as decode meets them: weights from memory, not cache (enough copies of the
     // matrix to pass through a 50 MB L2 before one is read again), against the same matrix
-    // read again and again (from L2 where it fits); the last is E2B's LM head, the first
-    // E2B's [gate; up] as decode runs it (residual step folded in, GeGLU after).
+    // read again and again (from L2 where it fits); the last is E2B's LM head, the first two
+    // E2B's [gate; up] of its double-wide and its other layers as decode runs them (residual
+    // step folded in, GeGLU after).
     let shapes = [
-        (GgmlType::Q4_K, 12288usize, 1536usize, 16usize, true),
+        (GgmlType::Q4_K, 24576usize, 1536usize, 8usize, true),
+        (GgmlType::Q4_K, 12288, 1536, 16, true),
         (GgmlType::Q4_K, 2048, 1536, 96, false),
         (GgmlType::Q5_0, 1024, 640, 384, false),
         (GgmlType::Q6_K, 1536, 6144, 32, false),
+        (GgmlType::Q6_K, 1536, 12288, 16, false),
         (GgmlType::Q6_K, 262144, 1536, 2, false),
     ];
     for (ty, rows, cols, copies, pair) in shapes {
