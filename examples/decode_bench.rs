@@ -17,8 +17,12 @@ use rullama::gpu::rope::{HeadGroup, head_norm_rope};
 use rullama::gpu::matmul::{MatvecIn, ResidualIn, matvec_geglu, matvec_input};
 use rullama::gpu::{Access, Batch, Gpu, GpuMatrix, KernelSource, Kernels, kernel, norm};
 
-/// Seconds per call of `record`, over `reps` calls recorded in one batch.
+/// Seconds per call of `record`, over `reps` calls recorded in one batch: the best of three
+/// batches, after repeating it for WARM seconds. An idle GPU runs at a fraction of its
+/// clock and takes ~0.2 s of load to reach the top (an H200: 345 to 1,980 MHz), so a
+/// batch of a few dozen dispatches timed cold reads up to twice its cost in decode.
 fn time(k: &Kernels, reps: usize, record: &dyn Fn(&mut Batch)) -> f64 {
+    const WARM: f64 = 0.3;
     let run = |reps: usize| {
         let mut b = Batch::new(Arc::clone(&k.gpu), 4 * reps);
         for _ in 0..reps {
@@ -29,8 +33,11 @@ fn time(k: &Kernels, reps: usize, record: &dyn Fn(&mut Batch)) -> f64 {
         k.gpu.wait().unwrap();
         t0.elapsed().as_secs_f64()
     };
-    run(2);
-    run(reps) / reps as f64
+    let warm = Instant::now();
+    while warm.elapsed().as_secs_f64() < WARM {
+        run(reps);
+    }
+    (0..3).map(|_| run(reps)).fold(f64::MAX, f64::min) / reps as f64
 }
 
 fn main() -> rullama::Result<()> {
@@ -126,7 +133,7 @@ fn main() -> rullama::Result<()> {
             // (132 SMs x 8 on an H100) or fewer where the data is smaller.
             let groups = (vec4s / 256 / per as usize).clamp(1, 1056) as u32;
             let i = std::cell::Cell::new(0usize);
-            let t = time(&k, 4 * copies, &|b| {
+            let t = time(&k, (4 * copies).max(reps), &|b| {
                 b.dispatch(&kern, &[&srcs[i.get() % copies], &o], &[0u32; 4], [groups, 1, 1]).unwrap();
                 i.set(i.get() + 1);
             });
@@ -159,7 +166,7 @@ fn main() -> rullama::Result<()> {
         let folded = MatvecIn::Residual(ResidualIn { a: (&a, 0), x_in: (&x, 0), x_out: (&x2, 0), post: &nw, pre: Some(&nw), scale: 1.0, eps: 1e-6 });
         let per = |n: usize| {
             let i = std::cell::Cell::new(0usize);
-            time(&k, 4 * copies, &|b| {
+            time(&k, (4 * copies).max(reps), &|b| {
                 let w = &ws[i.get() % n];
                 if pair {
                     matvec_geglu(&k, b, w, folded, &y, 0).unwrap();
