@@ -17,13 +17,12 @@ use rullama::gpu::rope::{HeadGroup, head_norm_rope};
 use rullama::gpu::matmul::{MatvecIn, ResidualIn, matvec_geglu, matvec_input};
 use rullama::gpu::{Access, Batch, Gpu, GpuMatrix, KernelSource, Kernels, kernel, norm};
 
-/// Seconds per call of `record`, over `reps` calls recorded in one batch: the best of three
-/// batches, after repeating it for WARM seconds. An idle GPU runs at a fraction of its
-/// clock and takes ~0.2 s of load to reach the top (an H200: 345 to 1,980 MHz), so a
-/// batch of a few dozen dispatches timed cold reads up to twice its cost in decode.
+#[path = "common/warm.rs"]
+mod warm;
+
+/// Seconds per call of `record`, over `reps` calls recorded in one batch, timed warm.
 fn time(k: &Kernels, reps: usize, record: &dyn Fn(&mut Batch)) -> f64 {
-    const WARM: f64 = 0.3;
-    let run = |reps: usize| {
+    let run = || {
         let mut b = Batch::new(Arc::clone(&k.gpu), 4 * reps);
         for _ in 0..reps {
             record(&mut b);
@@ -31,13 +30,10 @@ fn time(k: &Kernels, reps: usize, record: &dyn Fn(&mut Batch)) -> f64 {
         let t0 = Instant::now();
         b.submit().unwrap();
         k.gpu.wait().unwrap();
-        t0.elapsed().as_secs_f64()
+        Ok::<_, std::convert::Infallible>(t0.elapsed().as_secs_f64())
     };
-    let warm = Instant::now();
-    while warm.elapsed().as_secs_f64() < WARM {
-        run(reps);
-    }
-    (0..3).map(|_| run(reps)).fold(f64::MAX, f64::min) / reps as f64
+    let Ok(t) = warm::best_warm(run);
+    t / reps as f64
 }
 
 fn main() -> rullama::Result<()> {

@@ -14,6 +14,9 @@ use rullama::gguf::GgmlType;
 use rullama::gpu::matmul::matmul;
 use rullama::gpu::{Batch, Gpu, GpuMatrix, Kernels, kernel};
 
+#[path = "common/warm.rs"]
+mod warm;
+
 /// Random blocks with finite f16 scales at the type's scale fields (first f16 of the block,
 /// or the last for Q6_K).
 fn random_blocks(ty: GgmlType, cols: usize, rows: usize, seed: u64) -> Vec<u8> {
@@ -37,7 +40,7 @@ fn random_blocks(ty: GgmlType, cols: usize, rows: usize, seed: u64) -> Vec<u8> {
     data
 }
 
-/// Seconds per matmul, over `reps` dispatches recorded in one batch.
+/// Seconds per matmul, over `reps` dispatches recorded in one batch, timed warm.
 fn time(k: &Kernels, w: &GpuMatrix, n: usize, reps: usize) -> rullama::Result<f64> {
     let x = kernel::upload(&k.gpu, "x", bytemuck::cast_slice(&vec![0.5f32; n * w.cols]));
     let y = kernel::storage(&k.gpu, "y", (n * w.rows * 4) as u64);
@@ -51,8 +54,7 @@ fn time(k: &Kernels, w: &GpuMatrix, n: usize, reps: usize) -> rullama::Result<f6
         k.gpu.wait()?;
         Ok(t0.elapsed().as_secs_f64())
     };
-    run(2)?; // compile and warm up
-    Ok(run(reps)? / reps as f64)
+    Ok(warm::best_warm(|| run(reps))? / reps as f64)
 }
 
 fn main() -> rullama::Result<()> {
