@@ -172,13 +172,8 @@ fn main() -> rullama::Result<()> {
                 i.set(i.get() + 1);
             })
         };
-        // Alternated, best of three each: a GPU still raising its clocks favours whichever
-        // goes second.
-        let (mut mem, mut one) = (f64::MAX, f64::MAX);
-        for _ in 0..3 {
-            mem = mem.min(per(copies));
-            one = one.min(per(1));
-        }
+        // Each timed warm (`time`), so neither gains from going second.
+        let (mem, one) = (per(copies), per(1));
         let what = if pair { " [gate; up], folded" } else { "" };
         println!("matvec {ty} {rows}x{cols}{what} from memory: {:7.2} us  {:7.1} GB/s; one copy read again: {:7.2} us", mem * 1e6, bytes as f64 / mem / 1e9, one * 1e6);
     }
