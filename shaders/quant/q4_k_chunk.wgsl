@@ -21,20 +21,8 @@ fn chunk_load(row_byte: u32, c: u32) -> Chunk {
     return Chunk(w4[b >> 4u], w4[(b + 16u + 16u * (c % 8u)) >> 4u]);
 }
 
-// The scales and mins of sub-blocks 2g and 2g + 1 (k4_scale_min in k4_scales.wgsl) from
-// the block head in registers, as (scale 2g, min 2g, scale 2g+1, min 2g+1). Both
-// sub-blocks take the same case (g < 2: plain 6-bit fields; g >= 2: nibbles of bytes
-// 8.. with top bits from bytes 0.. and 4..), and the 16-bit halves of the three scale
-// words at g % 2 hold every byte either case reads, so all invocations run one
-// branch-free sequence (neighbouring invocations differ in g: a per-sub-block branch made
-// each subgroup run both cases).
+// The scales and mins of sub-blocks 2g and 2g + 1 from the block head in registers, as
+// (scale 2g, min 2g, scale 2g+1, min 2g+1) (k4_scales.wgsl).
 fn k4_reg_scales(head: vec4<u32>, g: u32) -> vec4<f32> {
-    let sh = 16u * (g & 1u);
-    let y = (head.y >> sh) & 0xFFFFu; // bytes 2k, 2k + 1
-    let z = (head.z >> sh) & 0xFFFFu; // bytes 4 + 2k, 5 + 2k
-    let v = (head.w >> sh) & 0xFFFFu; // bytes 8 + 2k, 9 + 2k
-    let high = g >= 2u;
-    let sc = select(y & 0x3F3Fu, (v & 0x0F0Fu) | ((y & 0xC0C0u) >> 2u), high);
-    let mn = select(z & 0x3F3Fu, ((v >> 4u) & 0x0F0Fu) | ((z & 0xC0C0u) >> 2u), high);
-    return vec4<f32>(f32(sc & 0xFFu), f32(mn & 0xFFu), f32(sc >> 8u), f32(mn >> 8u));
+    return k4_pair(head.y, head.z, head.w, g);
 }

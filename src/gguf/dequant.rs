@@ -204,12 +204,17 @@ fn q3_k_block(b: &[u8; 110], o: &mut [f32; 256]) {
 /// come from the nibbles of s[j+4] (scale: low, min: high) and the high 2 bits from the top
 /// bits of s[j-4] (scale) and s[j] (min).
 fn k4_scale_min(s: &[u8], j: usize) -> (f32, f32) {
-    let (sc, m) = if j < 4 {
+    let (sc, m) = k4_scale_min_u8(s, j);
+    (sc as f32, m as f32)
+}
+
+/// `k4_scale_min` as the 6-bit integers.
+pub(crate) fn k4_scale_min_u8(s: &[u8], j: usize) -> (u8, u8) {
+    if j < 4 {
         (s[j] & 63, s[j + 4] & 63)
     } else {
         ((s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4, (s[j + 4] >> 4) | (s[j] >> 6) << 4)
-    };
-    (sc as f32, m as f32)
+    }
 }
 
 /// Q4_K, 256 elements in 144 bytes: d f16 @0, dmin f16 @2, scales[12] @4 (see

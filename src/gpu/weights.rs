@@ -115,7 +115,7 @@ impl GpuMatrix {
 /// Whole blocks of `ty` in one buffer, in their GPU layout (block_groups.rs), written
 /// straight into the upload's staging memory.
 pub fn upload_blocks(k: &Kernels, label: &str, ty: GgmlType, data: &[u8]) -> wgpu::Buffer {
-    if !block_groups::regrouped(ty) {
+    if !block_groups::rewritten(ty) {
         return kernel::upload(&k.gpu, label, data);
     }
     let len = block_groups::gpu_len(ty, data.len());
