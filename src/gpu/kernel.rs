@@ -171,8 +171,12 @@ impl Kernels {
         Ok(k)
     }
 
-    fn compile(&self, src: KernelSource) -> Result<Kernel> {
+    fn compile(&self, mut src: KernelSource) -> Result<Kernel> {
         let dev = &self.gpu.device;
+        if let Some(code) = super::probe::apply(&src.code, super::probe::from_env()?) {
+            eprintln!("RULLAMA_PROBE: {} rewritten (timing only: results are wrong)", src.name);
+            src.code = code;
+        }
         // For examples/pipeline_stats.rs: every kernel's composed source, under its name.
         if let Ok(dir) = std::env::var("RULLAMA_DUMP_WGSL") {
             let file: String = src.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' }).collect();

@@ -14,6 +14,7 @@ pub mod matmul_coop;
 pub mod forward;
 pub mod moe;
 pub mod norm;
+pub mod probe;
 pub mod rope;
 pub mod sample;
 pub mod weights;
